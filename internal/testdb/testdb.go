@@ -1,0 +1,138 @@
+// Package testdb gives each integration test a fresh database on the server that scripts/test
+// starts (OUTBOX_TEST_DSN: a server-level DSN with CREATE DATABASE rights), so packages that
+// run in parallel never share rows. Without OUTBOX_TEST_DSN the test is skipped, and says why.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/queries"
+)
+
+// EnvDSN names the environment variable holding the server-level DSN.
+const EnvDSN = "OUTBOX_TEST_DSN"
+
+// DB is one test's database.
+type DB struct {
+	*sql.DB
+	// DSN opens another pool on the same database (for a second worker, a second process).
+	DSN string
+	// Name is the database name.
+	Name string
+	// ServerDSN is the server-level DSN (no database selected).
+	ServerDSN string
+}
+
+// ServerDSN returns OUTBOX_TEST_DSN, or skips the test with a message saying how to get one.
+func ServerDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(EnvDSN)
+	if dsn == "" {
+		t.Skipf("%s is not set: this integration test needs a MariaDB server; scripts/test starts one and sets it", EnvDSN)
+	}
+	return dsn
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// New creates an empty database for t, dropped when t ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	server := ServerDSN(t)
+	cfg, err := mysql.ParseDSN(server)
+	if err != nil {
+		t.Fatalf("testdb: parse %s: %v", EnvDSN, err)
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never returns an error (Go 1.24+).
+	base := unsafeChars.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	name := "t_" + base + "_" + hex.EncodeToString(rnd[:])
+
+	admin, err := sql.Open("mysql", server)
+	if err != nil {
+		t.Fatalf("testdb: open server: %v", err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		t.Fatalf("testdb: create database %s: %v", name, err)
+	}
+
+	cfg.DBName = name
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	dsn := cfg.FormatDSN()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("testdb: open %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		if os.Getenv("OUTBOX_TEST_KEEP") != "" {
+			t.Logf("testdb: kept database %s", name)
+			return
+		}
+		admin, err := sql.Open("mysql", server)
+		if err != nil {
+			t.Errorf("testdb: drop %s: %v", name, err)
+			return
+		}
+		defer admin.Close()
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
+			t.Errorf("testdb: drop %s: %v", name, err)
+		}
+	})
+	return &DB{DB: db, DSN: dsn, Name: name, ServerDSN: server}
+}
+
+// Migrated is New plus the outboxgen schema (queries/schema.sql), applied directly so that
+// packages under test need not import runtime/outbox.
+func Migrated(t testing.TB) *DB {
+	t.Helper()
+	d := New(t)
+	for _, stmt := range queries.Statements() {
+		if _, err := d.Exec(stmt); err != nil {
+			t.Fatalf("testdb: apply schema: %v\n%s", err, stmt)
+		}
+	}
+	return d
+}
+
+// Open opens another pool on d's database (a second worker needs its own pool).
+func (d *DB) Open(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", d.DSN)
+	if err != nil {
+		t.Fatalf("testdb: open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// MustExec runs a statement or fails the test: for test fixtures written in SQL.
+func (d *DB) MustExec(t testing.TB, query string, args ...any) sql.Result {
+	t.Helper()
+	res, err := d.Exec(query, args...)
+	if err != nil {
+		t.Fatalf("testdb: %s: %v", query, err)
+	}
+	return res
+}
+
+// String is for log lines.
+func (d *DB) String() string { return fmt.Sprintf("testdb(%s)", d.Name) }

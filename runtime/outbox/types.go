@@ -1,0 +1,95 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+)
+
+// DBTX is what Enqueue, Stats and the operator calls run on: *sql.DB, *sql.Tx or *sql.Conn.
+// Enqueue is meant for a *sql.Tx: the caller's own transaction.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// MessageID is the id of a row in outbox_messages.
+type MessageID int64
+
+// Message is one event to enqueue. Generated EnqueueX functions build it from a typed payload.
+type Message struct {
+	// EventType is the wire name from events.yaml, stored in event_type. Required.
+	EventType string
+	// Payload is the JSON body. Required; must be valid JSON.
+	Payload json.RawMessage
+	// IdempotencyKey is stored and delivered with the message. Empty means the worker delivers
+	// "msg:<id>" instead, which is unique per row.
+	IdempotencyKey string
+	// MaxAttempts is resolved at enqueue and stored on the row. Zero takes the default, 10.
+	MaxAttempts int
+}
+
+// Delivery describes one handler call.
+type Delivery struct {
+	MessageID MessageID
+	EventType string
+	// IdempotencyKey is the message's key, or "msg:<id>" when it was enqueued without one.
+	IdempotencyKey string
+	// Attempt is 1 on the first delivery and counts claims: a claim whose worker died counts.
+	Attempt int
+	// EnqueuedAt is the row's created_at, from the database clock, in UTC.
+	EnqueuedAt time.Time
+}
+
+// Backoff bounds the exponential retry delay, which has full jitter: attempt n waits a random
+// duration in [0, min(Max, Initial*2^(n-1))]. Zero fields take the defaults, 1s and 1h.
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// Policy is an event type's retry policy. Zero fields take the defaults: MaxAttempts 10,
+// Backoff 1s..1h, Timeout 1m.
+type Policy struct {
+	// MaxAttempts is the number of claims after which a failing message is FAILED. Defaults to 10.
+	MaxAttempts int
+	// Backoff is the delay between attempts. Defaults to 1s..1h.
+	Backoff Backoff
+	// Timeout is the handler's deadline. It must be shorter than the worker's StaleAfter, or a
+	// slow handler would be reclaimed and run twice. Defaults to 1m.
+	Timeout time.Duration
+}
+
+// Built-in policy defaults, used when neither the catalog nor the caller sets a value.
+const (
+	DefaultMaxAttempts    = 10
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = time.Hour
+	DefaultTimeout        = time.Minute
+)
+
+// WithDefaults returns p with every zero field replaced by the built-in default.
+func (p Policy) WithDefaults() Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.Backoff.Initial == 0 {
+		p.Backoff.Initial = DefaultBackoffInitial
+	}
+	if p.Backoff.Max == 0 {
+		p.Backoff.Max = DefaultBackoffMax
+	}
+	if p.Backoff.Max < p.Backoff.Initial {
+		p.Backoff.Max = p.Backoff.Initial
+	}
+	if p.Timeout == 0 {
+		p.Timeout = DefaultTimeout
+	}
+	return p
+}
+
+// HandlerFunc handles one delivery of a message. Returning nil marks it SENT; an error
+// schedules a retry (see Permanent and RetryAfter). Delivery is at-least-once: a handler may
+// see the same message again, so effects that must not repeat check d.IdempotencyKey (Once).
+type HandlerFunc func(ctx context.Context, payload json.RawMessage, d Delivery) error
