@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// envDSN is read when --dsn is not given, so the password need not appear in a process listing.
+const envDSN = "OUTBOX_DSN"
+
+// defaultDialTimeout bounds the connect attempt when the DSN sets none, so an unreachable host
+// fails with exit 3 in seconds instead of hanging on the OS's TCP timeout.
+const defaultDialTimeout = 10 * time.Second
+
+// opsDSN is a parsed operator DSN: what to connect with, what may be printed, and what must
+// be scrubbed from any text printed.
+type opsDSN struct {
+	// connect is the DSN handed to the driver: parseTime=true and loc=UTC are always set,
+	// because the runtime reads DATETIME columns as UTC time.Time.
+	connect string
+	// shown is the DSN with the password removed; the only form ever printed.
+	shown string
+	// secrets are the forms the password may take in driver or parser error text.
+	secrets []string
+}
+
+// resolveDSN picks --dsn, else $OUTBOX_DSN, and parses it. Its errors never contain the password.
+func resolveDSN(flagValue string, getenv func(string) string) (opsDSN, error) {
+	raw := flagValue
+	if raw == "" {
+		raw = getenv(envDSN)
+	}
+	if raw == "" {
+		return opsDSN{}, fmt.Errorf("no database: pass --dsn or set %s", envDSN)
+	}
+	secrets := passwordForms(rawPassword(raw))
+	cfg, err := mysql.ParseDSN(raw)
+	if err != nil {
+		// Parser errors may quote parts of the DSN; scrub what looks like its password.
+		return opsDSN{}, errors.New(scrub("invalid DSN: "+err.Error(), secrets))
+	}
+	secrets = append(secrets, passwordForms(cfg.Passwd)...)
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultDialTimeout
+	}
+	connect := cfg.FormatDSN()
+	cfg.Passwd = ""
+	return opsDSN{connect: connect, shown: cfg.FormatDSN(), secrets: secrets}, nil
+}
+
+// rawPassword extracts the password the way the driver does (between the first ':' and the
+// last '@' before the path), so even a DSN the parser rejects is scrubbed from its error.
+func rawPassword(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	if at < 0 {
+		return ""
+	}
+	userinfo := dsn[:at]
+	colon := strings.Index(userinfo, ":")
+	if colon < 0 {
+		return ""
+	}
+	return userinfo[colon+1:]
+}
+
+func passwordForms(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return []string{p, url.QueryEscape(p), url.PathEscape(p)}
+}
+
+// scrub removes every form of the password from s. Longer forms go first so a short form that
+// is a substring of an escaped one cannot leave the rest behind.
+func scrub(s string, secrets []string) string {
+	sorted := append([]string(nil), secrets...)
+	for i := 1; i < len(sorted); i++ {
+		for j := i; j > 0 && len(sorted[j]) > len(sorted[j-1]); j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	for _, sec := range sorted {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "*****")
+		}
+	}
+	return s
+}
