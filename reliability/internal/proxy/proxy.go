@@ -1,0 +1,185 @@
+// Package proxy is a TCP proxy for fault tests: clients connect to Addr, bytes flow to the
+// target, and the test can Pause the flow (both directions stall: a network partition that
+// TCP does not notice), Resume it, or Drop every open connection (both sides see a reset).
+package proxy
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// Proxy forwards every accepted connection to Target.
+type Proxy struct {
+	Target string
+
+	ln     net.Listener
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+	closed bool
+	conns  map[*pair]struct{}
+	wg     sync.WaitGroup
+
+	accepted atomic.Int64
+	dropped  atomic.Int64
+}
+
+type pair struct {
+	client, server net.Conn
+	dead           atomic.Bool
+}
+
+func (p *pair) close() {
+	p.dead.Store(true)
+	p.client.Close()
+	p.server.Close()
+}
+
+// Start listens on a free local port and forwards to target.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Target: target, ln: ln, conns: map[*pair]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is where clients connect.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Accepted counts connections accepted so far; Dropped counts those closed by Drop.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
+// Dropped counts connections closed by Drop.
+func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // listener closed
+		}
+		p.accepted.Add(1)
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	// While paused, a new connection is accepted but not dialed through: the client's
+	// handshake stalls just like an established connection's traffic.
+	if !p.waitFlowing(nil) {
+		c.Close()
+		return
+	}
+	s, err := net.Dial("tcp", p.Target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	pr := &pair{client: c, server: s}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		pr.close()
+		return
+	}
+	p.conns[pr] = struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(pr, s, c) }()
+	go func() { defer wg.Done(); p.pipe(pr, c, s) }()
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, pr)
+	p.mu.Unlock()
+}
+
+// pipe copies src to dst, holding each chunk while the proxy is paused.
+func (p *Proxy) pipe(pr *pair, dst, src net.Conn) {
+	defer pr.close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.waitFlowing(pr) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, reset or closed by Drop: close both sides
+		}
+	}
+}
+
+// waitFlowing blocks while paused; false when the proxy is closed or pr was dropped.
+func (p *Proxy) waitFlowing(pr *pair) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.paused && !p.closed && (pr == nil || !pr.dead.Load()) {
+		p.cond.Wait()
+	}
+	return !p.closed && (pr == nil || !pr.dead.Load())
+}
+
+// Pause stalls all traffic, new connections included, until Resume or Drop.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Resume lets traffic flow again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Drop closes every open connection (both ends) and returns how many. Data held by a pause is
+// discarded with them; the pause state itself is unchanged.
+func (p *Proxy) Drop() int {
+	p.mu.Lock()
+	n := 0
+	for pr := range p.conns {
+		pr.close()
+		delete(p.conns, pr)
+		n++
+	}
+	// Wake pipes held by a pause so they see their pair is dead.
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.dropped.Add(int64(n))
+	return n
+}
+
+// Open is the number of connections currently proxied.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// Close stops accepting, drops every connection and waits for the goroutines.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.Drop()
+	p.wg.Wait()
+	return err
+}
