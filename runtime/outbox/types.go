@@ -41,6 +41,10 @@ type Delivery struct {
 	Attempt int
 	// EnqueuedAt is the row's created_at, from the database clock, in UTC.
 	EnqueuedAt time.Time
+	// ClaimToken identifies the claim that produced this delivery (stored in claim_token). Every
+	// result write is fenced on it, so a duplicate delivery can be traced to an earlier claim
+	// whose write never landed. For logs and audits; handlers need not use it.
+	ClaimToken string
 }
 
 // Backoff bounds the exponential retry delay, which has full jitter: attempt n waits a random

@@ -1,0 +1,175 @@
+-- Queries on outbox_messages, compiled by sqlc into runtime/internal/store.
+--
+-- The clock: every status time comes from the database (UTC, microseconds), never the app, so
+-- instances with skewed clocks agree. UTC_TIMESTAMP(6) is what we mean, but sqlc v1.31.1 only
+-- knows UTC_TIMESTAMP() without a precision ("function utc_timestamp(unknown) does not exist"),
+-- and NOW(6) follows the session time_zone. So it is spelled
+--     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+-- which is exactly UTC_TIMESTAMP(6): NOW and UTC_TIMESTAMP both read the statement's start time,
+-- and time-zone offsets are whole seconds, so NOW(6)'s microseconds are UTC's microseconds.
+--
+-- Every write after a claim is fenced on (id, status='PROCESSING', claim_token): a worker
+-- reclaimed under can never overwrite the new owner's result, and RowsAffected (clientFoundRows
+-- off) says whether the write landed.
+
+-- name: ClockNow :one
+-- The connection check scans this into a time.Time: it fails without parseTime=true, and its
+-- Location says whether loc=UTC.
+SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now;
+
+-- name: MessageInsert :execlastid
+-- One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
+-- from the database clock (UTC_TIMESTAMP is constant within one statement).
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
+) VALUES (
+    sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(idempotency_key), 'PENDING', 0, sqlc.arg(max_attempts),
+    TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+);
+
+-- name: MessageClaimSelect :many
+-- Step 1 of the claim, inside a READ COMMITTED transaction: lock up to n due rows of the
+-- router's types. The ORDER BY is exactly the index order (status, next_attempt_at, id): any other
+-- order adds a filesort and the first claimer locks every candidate (MYSQL-NOTES.md).
+SELECT id, event_type, payload, idempotency_key, attempts, created_at
+FROM outbox_messages
+WHERE status = 'PENDING'
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND event_type IN (sqlc.slice('event_types'))
+ORDER BY next_attempt_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: MessageClaimMark :execrows
+-- Step 2 of the claim, same transaction: the lease (reclaim_after) lives on the row.
+UPDATE outbox_messages
+SET status        = 'PROCESSING',
+    attempts      = attempts + 1,
+    claimed_at    = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    reclaim_after = TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(lease_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
+    claim_token   = sqlc.arg(claim_token)
+WHERE status = 'PENDING'
+  AND id IN (sqlc.slice('ids'));
+
+-- name: MessageMarkSent :execrows
+-- Fenced, for a whole claim's successes at once. claim_token stays on the row: it records which
+-- claim delivered the message.
+UPDATE outbox_messages
+SET status  = 'SENT',
+    sent_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+WHERE status = 'PROCESSING'
+  AND claim_token = sqlc.arg(claim_token)
+  AND id IN (sqlc.slice('ids'));
+
+-- name: MessageMarkRetry :execrows
+-- Fenced: back to PENDING after a backoff computed in Go (full jitter) and applied in SQL.
+UPDATE outbox_messages
+SET status          = 'PENDING',
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
+    last_error      = sqlc.arg(last_error)
+WHERE id = sqlc.arg(id)
+  AND status = 'PROCESSING'
+  AND claim_token = sqlc.arg(claim_token);
+
+-- name: MessageMarkFailed :execrows
+-- Fenced: permanent error, attempts exhausted or undecodable payload.
+UPDATE outbox_messages
+SET status     = 'FAILED',
+    failed_at  = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    last_error = sqlc.arg(last_error)
+WHERE id = sqlc.arg(id)
+  AND status = 'PROCESSING'
+  AND claim_token = sqlc.arg(claim_token);
+
+-- name: MessageTokensByIDs :many
+-- After a fenced batch landed partly: which rows no longer carry our claim (refused writes).
+SELECT id, status, claim_token
+FROM outbox_messages
+WHERE id IN (sqlc.slice('ids'));
+
+-- name: MessageReclaimStale :execrows
+-- Leases that expired: the claiming worker died or hung. Back to PENDING, or FAILED when the
+-- attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
+-- that kills its worker cannot loop forever). Assignments run left to right and see earlier
+-- ones, so every IF tests attempts/max_attempts, which this statement does not change.
+UPDATE outbox_messages
+SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
+    failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
+    last_error      = IF(attempts >= max_attempts,
+                         CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '); attempts exhausted'),
+                         last_error),
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+WHERE status = 'PROCESSING'
+  AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+LIMIT ?;
+
+-- name: MessageCountStuck :one
+-- Stuck = PROCESSING for more than 3x its own lease: nobody is reclaiming it.
+SELECT CAST(COUNT(*) AS SIGNED) AS stuck
+FROM outbox_messages
+WHERE status = 'PROCESSING'
+  AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+      > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after);
+
+-- name: MessageStatsByType :many
+-- Never counts SENT rows: that part of the table grows without bound.
+SELECT event_type,
+       CAST(SUM(status = 'PENDING') AS SIGNED) AS pending,
+       CAST(SUM(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS due,
+       CAST(SUM(status = 'PROCESSING') AS SIGNED) AS processing,
+       CAST(SUM(status = 'PROCESSING' AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
+       CAST(SUM(status = 'PROCESSING'
+                AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+                    > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)) AS SIGNED) AS stuck,
+       CAST(SUM(status = 'FAILED') AS SIGNED) AS failed,
+       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us
+FROM outbox_messages
+WHERE status IN ('PENDING', 'PROCESSING', 'FAILED')
+GROUP BY event_type
+ORDER BY event_type;
+
+-- name: MessageListFailed :many
+-- Filters: all_ids (no id filter) or id IN ids; event_type '' = any; failed_since NULL = any.
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
+  AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
+  AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since))
+ORDER BY failed_at, id
+LIMIT ?;
+
+-- name: MessageCountFailed :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
+  AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
+  AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since));
+
+-- name: MessageRetryFailed :execrows
+-- FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history.
+UPDATE outbox_messages
+SET status          = 'PENDING',
+    attempts        = 0,
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    failed_at       = NULL
+WHERE status = 'FAILED'
+  AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
+  AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
+  AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since));
+
+-- name: MessagePurgeSent :execrows
+-- One small batch; the caller loops so no statement holds many row locks for long.
+DELETE FROM outbox_messages
+WHERE status = 'SENT'
+  AND sent_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY sent_at
+LIMIT ?;
+
+-- name: MessagePurgeFailed :execrows
+DELETE FROM outbox_messages
+WHERE status = 'FAILED'
+  AND failed_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY failed_at
+LIMIT ?;

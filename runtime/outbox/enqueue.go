@@ -1,0 +1,175 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
+)
+
+// q is the sqlc-generated statement set (queries/*.sql); it holds no state and runs on any
+// DBTX. All SQL of this package goes through it.
+var q = store.New()
+
+// sdb adapts a DBTX to sqlc's interface, which also lists PrepareContext (never called: the
+// package is generated without prepared statements). *sql.DB, *sql.Tx and *sql.Conn have it.
+func sdb(db DBTX) store.DBTX {
+	if s, ok := db.(store.DBTX); ok {
+		return s
+	}
+	return noPrepare{db}
+}
+
+type noPrepare struct{ DBTX }
+
+func (noPrepare) PrepareContext(context.Context, string) (*sql.Stmt, error) {
+	return nil, errors.New("outbox: PrepareContext is not supported on this DBTX")
+}
+
+// EnqueueOption changes one Enqueue call.
+type EnqueueOption func(*enqueueOptions)
+
+type enqueueOptions struct {
+	delay time.Duration
+}
+
+// Delay makes the message due d after the enqueue (by the database clock) instead of at once.
+// A negative d counts as zero.
+func Delay(d time.Duration) EnqueueOption {
+	return func(o *enqueueOptions) {
+		if d > 0 {
+			o.delay = d
+		}
+	}
+}
+
+// maxDelay keeps a delay in microseconds well inside MariaDB's DATETIME range arithmetic.
+const maxDelay = 100 * 365 * 24 * time.Hour
+
+// Enqueue inserts m into outbox_messages on tx, which should be the caller's own transaction:
+// the message becomes visible to workers only when the caller commits, and disappears if the
+// caller rolls back, together with the business change it belongs to. Enqueue never begins,
+// commits or rolls back anything; it is one INSERT with no other round trip. Because it cannot
+// know when the caller commits, it cannot wake the worker: use InTx, or call Worker.Wake after
+// Commit, to cut the latency below the worker's PollInterval.
+//
+// m.EventType must be non-empty and m.Payload valid JSON. m.MaxAttempts 0 takes the default
+// (10). created_at and next_attempt_at come from the database clock (plus Delay, if given).
+func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (MessageID, error) {
+	if tx == nil {
+		return 0, errors.New("outbox: Enqueue: nil tx")
+	}
+	if m.EventType == "" {
+		return 0, errors.New("outbox: Enqueue: empty EventType")
+	}
+	if len(m.EventType) > 191 {
+		return 0, fmt.Errorf("outbox: Enqueue %q: EventType longer than 191 bytes", m.EventType)
+	}
+	if len(m.IdempotencyKey) > 191 {
+		return 0, fmt.Errorf("outbox: Enqueue %q: IdempotencyKey longer than 191 bytes", m.EventType)
+	}
+	if !json.Valid(m.Payload) {
+		return 0, fmt.Errorf("outbox: Enqueue %q: Payload is not valid JSON", m.EventType)
+	}
+	if m.MaxAttempts < 0 || m.MaxAttempts > math.MaxInt32 {
+		return 0, fmt.Errorf("outbox: Enqueue %q: MaxAttempts %d out of range", m.EventType, m.MaxAttempts)
+	}
+	if m.MaxAttempts == 0 {
+		m.MaxAttempts = DefaultMaxAttempts
+	}
+	var o enqueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.delay > maxDelay {
+		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
+	}
+	id, err := q.MessageInsert(ctx, sdb(tx), store.MessageInsertParams{
+		EventType:      m.EventType,
+		Payload:        m.Payload,
+		IdempotencyKey: m.IdempotencyKey,
+		MaxAttempts:    int32(m.MaxAttempts),
+		DelayUs:        o.delay.Microseconds(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
+	}
+	return MessageID(id), nil
+}
+
+// InTx runs fn in a new transaction on db: it begins, calls fn, and commits when fn returns
+// nil. When fn returns an error or panics, the transaction is rolled back (the panic then
+// continues) and the error is returned; nothing fn enqueued is kept. After a successful commit,
+// InTx wakes every Worker of this process running on the same *sql.DB, so the messages are
+// claimed at once rather than at the next poll.
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
+	if db == nil {
+		return errors.New("outbox: InTx: nil db")
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: InTx: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// Runs on error and on panic; a panic keeps unwinding after the rollback.
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) && err != nil {
+			err = errors.Join(err, fmt.Errorf("outbox: InTx: rollback: %w", rbErr))
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		// A failed commit may have rolled back already; the deferred Rollback then says ErrTxDone.
+		return fmt.Errorf("outbox: InTx: commit: %w", err)
+	}
+	committed = true
+	wakeWorkers(db)
+	return nil
+}
+
+// The process-wide registry that lets InTx wake the workers running on a *sql.DB.
+var (
+	wakeMu  sync.Mutex
+	wakeReg = map[*sql.DB]map[*Worker]struct{}{}
+)
+
+func registerWorker(db *sql.DB, w *Worker) {
+	wakeMu.Lock()
+	defer wakeMu.Unlock()
+	set := wakeReg[db]
+	if set == nil {
+		set = map[*Worker]struct{}{}
+		wakeReg[db] = set
+	}
+	set[w] = struct{}{}
+}
+
+func unregisterWorker(db *sql.DB, w *Worker) {
+	wakeMu.Lock()
+	defer wakeMu.Unlock()
+	if set := wakeReg[db]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(wakeReg, db)
+		}
+	}
+}
+
+func wakeWorkers(db *sql.DB) {
+	wakeMu.Lock()
+	defer wakeMu.Unlock()
+	for w := range wakeReg[db] {
+		w.Wake()
+	}
+}

@@ -1,0 +1,172 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
+)
+
+func TestEnqueueValidates(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		m    Message
+		want string
+	}{
+		{"empty type", Message{Payload: []byte(`{}`)}, "empty EventType"},
+		{"invalid json", Message{EventType: "e", Payload: []byte(`{`)}, "not valid JSON"},
+		{"nil payload", Message{EventType: "e"}, "not valid JSON"},
+		{"negative attempts", Message{EventType: "e", Payload: []byte(`{}`), MaxAttempts: -1}, "MaxAttempts"},
+	}
+	for _, c := range cases {
+		_, err := Enqueue(ctx, db, c.m)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+	if n := countRows(t, db, "1=1"); n != 0 {
+		t.Fatalf("invalid messages inserted %d rows", n)
+	}
+}
+
+func TestEnqueueCommitAndRollback(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Enqueue(ctx, tx, Message{EventType: "rolled_back", Payload: []byte(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, db, "event_type = 'rolled_back'"); n != 0 {
+		t.Fatalf("rolled-back enqueue left %d rows", n)
+	}
+
+	before := dbNow(t, db)
+	var id MessageID
+	err = InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		id, err = Enqueue(ctx, tx, Message{EventType: "committed", Payload: []byte(`{"a": 1}`), IdempotencyKey: "k1"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := getRow(t, db, id)
+	if r.Status != "PENDING" || r.Attempts != 0 || r.MaxAttempts != DefaultMaxAttempts || r.Key != "k1" || r.Payload != `{"a": 1}` {
+		t.Fatalf("row = %+v, want PENDING, 0 attempts, max %d, key k1, payload verbatim", r, DefaultMaxAttempts)
+	}
+	if r.CreatedAt.Before(before) || !r.NextAttemptAt.Equal(r.CreatedAt) || r.CreatedAt.Location() != time.UTC {
+		t.Fatalf("created_at %v next_attempt_at %v, want both = db now (>= %v), UTC", r.CreatedAt, r.NextAttemptAt, before)
+	}
+
+	id2 := enqueueN(t, db.DB, "delayed", 1, Delay(time.Hour))[0]
+	r2 := getRow(t, db, id2)
+	if d := r2.NextAttemptAt.Sub(r2.CreatedAt); d != time.Hour {
+		t.Fatalf("Delay(1h): next_attempt_at - created_at = %v", d)
+	}
+}
+
+func TestInTxRollsBackOnErrorAndPanic(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		if _, err := Enqueue(ctx, tx, Message{EventType: "intx_err", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx err = %v, want boom", err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "panic in fn" {
+				t.Fatalf("recovered %v, want the fn's panic to continue", p)
+			}
+		}()
+		_ = InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			if _, err := Enqueue(ctx, tx, Message{EventType: "intx_panic", Payload: []byte(`{}`)}); err != nil {
+				return err
+			}
+			panic("panic in fn")
+		})
+	}()
+	if n := countRows(t, db, "event_type IN ('intx_err', 'intx_panic')"); n != 0 {
+		t.Fatalf("InTx kept %d rows after error/panic", n)
+	}
+	// The pool must still work: no connection left inside an open transaction.
+	if n := countRows(t, db, "1=1"); n != 0 {
+		t.Fatalf("rows = %d", n)
+	}
+}
+
+func TestPermanentAndRetryAfter(t *testing.T) {
+	base := errors.New("base")
+	if Permanent(nil) != nil || RetryAfter(time.Second, nil) != nil {
+		t.Fatal("Permanent(nil) and RetryAfter(d, nil) must be nil")
+	}
+	p := Permanent(base)
+	if !IsPermanent(p) || !errors.Is(p, base) || IsPermanent(base) {
+		t.Fatalf("Permanent: IsPermanent=%v errors.Is=%v", IsPermanent(p), errors.Is(p, base))
+	}
+	r := RetryAfter(3*time.Second, base)
+	if d, ok := retryDelay(r); !ok || d != 3*time.Second || !errors.Is(r, base) {
+		t.Fatalf("RetryAfter: delay %v %v", d, ok)
+	}
+	if _, ok := retryDelay(base); ok {
+		t.Fatal("retryDelay on a plain error")
+	}
+}
+
+func TestMigrateIdempotentAndChecksDSN(t *testing.T) {
+	d := testdb.New(t)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := Migrate(ctx, d.DB); err != nil {
+			t.Fatalf("Migrate #%d: %v", i+1, err)
+		}
+	}
+	if n := countRows(t, d, "1=1"); n != 0 {
+		t.Fatal("empty table expected")
+	}
+	if !strings.Contains(Schema(), "CREATE TABLE IF NOT EXISTS outbox_messages") {
+		t.Fatal("Schema() does not contain the outbox_messages DDL")
+	}
+
+	noParse := strings.Replace(d.DSN, "parseTime=true", "parseTime=false", 1)
+	if noParse == d.DSN {
+		t.Fatalf("test DSN %q has no parseTime=true to remove", d.DSN)
+	}
+	db2, err := sql.Open("mysql", noParse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if err := Migrate(ctx, db2); err == nil || !strings.Contains(err.Error(), "parseTime=true") {
+		t.Fatalf("Migrate without parseTime: err = %v, want it to name parseTime=true", err)
+	}
+
+	// FormatDSN leaves loc out when it is UTC (the default), so append another zone.
+	local := d.DSN + "&loc=Asia%2FSeoul"
+	db3, err := sql.Open("mysql", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db3.Close()
+	if err := Migrate(ctx, db3); err == nil || !strings.Contains(err.Error(), "loc=UTC") {
+		t.Fatalf("Migrate with loc=Asia/Seoul: err = %v, want it to name loc=UTC", err)
+	}
+}
