@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func call(id int64, key, tok string, attempt int) Line {
+	return Line{T: KindCall, ID: id, Key: key, Token: tok, Attempt: attempt, Proc: "w1"}
+}
+func done(id int64, tok string, ok bool) Line {
+	return Line{T: KindDone, ID: id, Token: tok, OK: ok, Proc: "w1"}
+}
+
+// Each case is a record that must (or must not) raise the named problem.
+func TestCheck(t *testing.T) {
+	enq := []Enqueued{
+		{Key: "seq:1", State: Committed, Expect: ExpectSent},
+		{Key: "seq:2", State: RolledBack, Expect: ExpectSent},
+		{Key: "seq:3", State: Committed, Expect: ExpectFailed},
+	}
+	rows := []Row{
+		{ID: 1, Key: "seq:1", Status: "SENT", Attempts: 2, ClaimToken: "b"},
+		{ID: 3, Key: "seq:3", Status: "FAILED", Attempts: 1, ClaimToken: "c", LastError: "boom"},
+	}
+	// Claim a's handler succeeded but its write did not land (reclaimed); claim b's did.
+	clean := []Line{call(1, "seq:1", "a", 1), done(1, "a", true), call(1, "seq:1", "b", 2), done(1, "b", true),
+		call(3, "seq:3", "c", 1), done(3, "c", false)}
+
+	for _, tc := range []struct {
+		name     string
+		rows     []Row
+		lines    []Line
+		allowDup bool
+		want     string // "" = no problem
+		dups     int
+	}{
+		{"explained duplicate under faults", rows, clean, true, "", 1},
+		{"duplicate without faults", rows, clean, false, "in a scenario without faults", 1},
+		{"lost", rows[1:], clean[4:], true, "LOST", 0},
+		{"rolled back but delivered", rows, append(clean, call(2, "seq:2", "z", 1)), true, "has no row", 1},
+		{"double dispatch of one claim", rows, append(clean, call(1, "seq:1", "b", 2)), true, "dispatched twice", 1},
+		{"attempt not counted", rows, append(clean[:4:4], call(1, "seq:1", "x", 2), clean[4], clean[5]), true, "attempt 2 delivered under two claims", 2},
+		{"SENT by a failed claim", []Row{{ID: 1, Key: "seq:1", Status: "SENT", Attempts: 2, ClaimToken: "a"}, rows[1]},
+			[]Line{call(1, "seq:1", "a", 1), done(1, "a", false), call(1, "seq:1", "b", 2), done(1, "b", true), clean[4], clean[5]}, true, "did not return nil", 1},
+		{"stuck", []Row{{ID: 1, Key: "seq:1", Status: "PROCESSING", Attempts: 2, ClaimToken: "b"}, rows[1]}, clean, true, "status PROCESSING", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(enq, tc.rows, tc.lines, tc.allowDup)
+			got := strings.Join(res.Problems, "\n")
+			if tc.want == "" && got != "" {
+				t.Fatalf("want no problem, got:\n%s", got)
+			}
+			if tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Fatalf("want a problem containing %q, got:\n%s", tc.want, got)
+			}
+			if res.Duplicates != tc.dups {
+				t.Fatalf("duplicates = %d, want %d (%s)", res.Duplicates, tc.dups, res)
+			}
+		})
+	}
+}
+
+func TestWriterRead(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "w1.jsonl"), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(call(7, "seq:7", "t", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn line is counted, not parsed.
+	f, err := os.OpenFile(filepath.Join(dir, "w1.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"t":"call","id":`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	lines, torn, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || torn != 1 || lines[0].ID != 7 || lines[0].Proc != "w1" || lines[0].At == 0 {
+		t.Fatalf("got %+v torn=%d; want one call line for id 7 and one torn line", lines, torn)
+	}
+}
