@@ -1,0 +1,261 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
+)
+
+// Status is a row's state in outbox_messages.
+type Status string
+
+// The four states of a message.
+const (
+	StatusPending    Status = "PENDING"    // waiting for next_attempt_at, then claimable
+	StatusProcessing Status = "PROCESSING" // claimed; its lease ends at reclaim_after
+	StatusSent       Status = "SENT"       // a handler returned nil
+	StatusFailed     Status = "FAILED"     // permanent error, attempts exhausted or undecodable
+)
+
+// TypeCounts are the numbers of one event type (or of the whole table, in Snapshot). SENT rows
+// are never counted: that part of the table grows without bound.
+type TypeCounts struct {
+	// Pending rows, due or not.
+	Pending int64
+	// Due: pending rows whose next_attempt_at has passed (claimable now).
+	Due int64
+	// Processing: claimed rows.
+	Processing int64
+	// Stale: processing rows whose lease (reclaim_after) has passed; the next reclaim takes them.
+	Stale int64
+	// Stuck: processing rows older than 3x their lease (now - claimed_at > 3 x (reclaim_after -
+	// claimed_at)): nobody is reclaiming them. Anything above zero needs a person.
+	Stuck int64
+	// Failed rows, waiting for Retry or Purge.
+	Failed int64
+	// OldestPending is the age (database clock) of the oldest pending row, by created_at; 0 when
+	// none is pending.
+	OldestPending time.Duration
+}
+
+// Snapshot is what Stats returns: the totals and the same counts per event type.
+type Snapshot struct {
+	Pending, Due, Processing, Stale, Stuck, Failed int64
+	// OldestPending is the largest OldestPending over all types.
+	OldestPending time.Duration
+	// ByType holds the counts of every event type that has a pending, processing or failed row.
+	ByType map[string]TypeCounts
+}
+
+// Stats counts the table's PENDING, PROCESSING and FAILED rows by event type, with due-now,
+// stale and stuck computed from each row's own lease, so it needs no worker configuration and
+// any process (or `outboxgen status`) sees the same numbers. One query, on the database clock.
+func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
+	rows, err := q.MessageStatsByType(ctx, sdb(db))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: %w", err)
+	}
+	s := Snapshot{ByType: make(map[string]TypeCounts, len(rows))}
+	for _, r := range rows {
+		tc := TypeCounts{
+			Pending: r.Pending, Due: r.Due, Processing: r.Processing, Stale: r.Stale,
+			Stuck: r.Stuck, Failed: r.Failed, OldestPending: time.Duration(r.OldestPendingUs) * time.Microsecond,
+		}
+		s.ByType[r.EventType] = tc
+		s.Pending += tc.Pending
+		s.Due += tc.Due
+		s.Processing += tc.Processing
+		s.Stale += tc.Stale
+		s.Stuck += tc.Stuck
+		s.Failed += tc.Failed
+		s.OldestPending = max(s.OldestPending, tc.OldestPending)
+	}
+	return s, nil
+}
+
+// Filter selects FAILED messages for ListFailed and Retry. Zero fields match everything, so
+// the zero Filter selects every FAILED row.
+type Filter struct {
+	// IDs, when non-empty, limits the selection to these messages.
+	IDs []MessageID
+	// EventType, when non-empty, limits the selection to one event type.
+	EventType string
+	// FailedSince, when non-zero, limits the selection to rows that failed at or after it.
+	FailedSince time.Time
+	// DryRun makes Retry count the rows it would change, and change nothing.
+	DryRun bool
+}
+
+// FailedMessage is one FAILED row, as ListFailed returns it.
+type FailedMessage struct {
+	ID             MessageID
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey string
+	// Attempts is the number of claims made; MaxAttempts the budget it had.
+	Attempts, MaxAttempts int
+	// LastError is the last handler error (with the stack, for a panic), or the reclaim's reason.
+	LastError string
+	// CreatedAt and FailedAt come from the database clock, in UTC. FailedAt is zero for a row
+	// made FAILED by hand without failed_at.
+	CreatedAt, FailedAt time.Time
+}
+
+type filterArgs struct {
+	allIDs, anyType, anyTime int64
+	ids                      []int64
+	eventType                string
+	since                    sql.NullTime
+}
+
+func (f Filter) args() filterArgs {
+	a := filterArgs{allIDs: 1, anyType: 1, anyTime: 1, eventType: f.EventType}
+	if len(f.IDs) > 0 {
+		a.allIDs = 0
+		a.ids = make([]int64, len(f.IDs))
+		for i, id := range f.IDs {
+			a.ids[i] = int64(id)
+		}
+	}
+	if f.EventType != "" {
+		a.anyType = 0
+	}
+	if !f.FailedSince.IsZero() {
+		a.anyTime = 0
+		a.since = sql.NullTime{Time: f.FailedSince.UTC(), Valid: true}
+	}
+	return a
+}
+
+// ListFailed returns up to limit FAILED messages matching f, oldest failure first. limit <= 0
+// means 100.
+func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMessage, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, math.MaxInt32)
+	a := f.args()
+	rows, err := q.MessageListFailed(ctx, sdb(db), store.MessageListFailedParams{
+		AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
+		AnyTime: a.anyTime, FailedSince: a.since, Limit: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: ListFailed: %w", err)
+	}
+	out := make([]FailedMessage, len(rows))
+	for i, r := range rows {
+		out[i] = FailedMessage{
+			ID: MessageID(r.ID), EventType: r.EventType, Payload: r.Payload, IdempotencyKey: r.IdempotencyKey,
+			Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), LastError: r.LastError.String,
+			CreatedAt: r.CreatedAt, FailedAt: r.FailedAt.Time,
+		}
+	}
+	return out, nil
+}
+
+// Retry returns the FAILED messages matching f to PENDING, due now, with attempts reset to 0
+// (a fresh budget of MaxAttempts); last_error is kept as history. It returns the number of rows
+// changed, or with f.DryRun the number it would change, changing nothing. Workers pick the
+// rows up at their next poll.
+func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
+	a := f.args()
+	if f.DryRun {
+		n, err := q.MessageCountFailed(ctx, sdb(db), store.MessageCountFailedParams{
+			AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
+			AnyTime: a.anyTime, FailedSince: a.since,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("outbox: Retry (dry run): %w", err)
+		}
+		return n, nil
+	}
+	n, err := q.MessageRetryFailed(ctx, sdb(db), store.MessageRetryFailedParams{
+		AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
+		AnyTime: a.anyTime, FailedSince: a.since,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Retry: %w", err)
+	}
+	return n, nil
+}
+
+// PurgeFilter selects what Purge deletes.
+type PurgeFilter struct {
+	// Status is StatusSent or StatusFailed; anything else is an error. Required.
+	Status Status
+	// OlderThan is the retention: rows sent (or failed) more than OlderThan ago, by the database
+	// clock, are deleted. Must be >= 0.
+	OlderThan time.Duration
+	// BatchSize is the number of rows one DELETE removes, so that no statement holds many row
+	// locks for long. Defaults to 1000.
+	BatchSize int
+}
+
+// Purge deletes SENT or FAILED rows older than f.OlderThan, in batches of f.BatchSize (each its
+// own short statement), until none is left or ctx is done. It returns the number deleted, also
+// when it stops early with an error.
+func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
+	if db == nil {
+		return 0, errors.New("outbox: Purge: nil db")
+	}
+	if f.Status != StatusSent && f.Status != StatusFailed {
+		return 0, fmt.Errorf("outbox: Purge: Status must be %s or %s, not %q", StatusSent, StatusFailed, f.Status)
+	}
+	if f.OlderThan < 0 {
+		return 0, fmt.Errorf("outbox: Purge: OlderThan must be >= 0, got %s", f.OlderThan)
+	}
+	if f.BatchSize < 0 || f.BatchSize > math.MaxInt32 {
+		return 0, fmt.Errorf("outbox: Purge: BatchSize %d out of range", f.BatchSize)
+	}
+	if f.BatchSize == 0 {
+		f.BatchSize = 1000
+	}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("outbox: Purge: %w", err)
+		}
+		var n int64
+		var err error
+		if f.Status == StatusSent {
+			n, err = q.MessagePurgeSent(ctx, db, store.MessagePurgeSentParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+		} else {
+			n, err = q.MessagePurgeFailed(ctx, db, store.MessagePurgeFailedParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+		}
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
+		}
+		if n < int64(f.BatchSize) {
+			return total, nil
+		}
+	}
+}
+
+// Once records (consumer, key) in outbox_inbox on tx and reports whether this is the first
+// time. Call it inside the handler's own transaction, with d.IdempotencyKey, before the
+// effects: if first is false, skip them and commit. Because the record commits or rolls back
+// with the effects, the handler's database effects happen at most once even though delivery is
+// at-least-once. A rolled-back transaction records nothing. consumer names the handler (so
+// two handlers of one event deduplicate separately); both must be non-empty and at most 191
+// characters.
+func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err error) {
+	if consumer == "" || key == "" {
+		return false, fmt.Errorf("outbox: Once: consumer %q and key %q must be non-empty", consumer, key)
+	}
+	if utf8.RuneCountInString(consumer) > 191 || utf8.RuneCountInString(key) > 191 {
+		return false, errors.New("outbox: Once: consumer and key must be at most 191 characters")
+	}
+	n, err := q.InboxRecord(ctx, sdb(tx), store.InboxRecordParams{Consumer: consumer, IdemKey: key})
+	if err != nil {
+		return false, fmt.Errorf("outbox: Once(%q, %q): %w", consumer, key, err)
+	}
+	return n == 1, nil
+}

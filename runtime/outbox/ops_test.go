@@ -1,0 +1,202 @@
+package outbox
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// setRow forces a row into a state with SQL, as a crashed or hung worker would leave it.
+// Times are offsets in seconds from the database clock.
+func setRow(t testing.TB, db DBTX, id MessageID, set string, args ...any) {
+	t.Helper()
+	args = append(args, int64(id))
+	res, err := db.ExecContext(context.Background(), "UPDATE outbox_messages SET "+set+" WHERE id = ?", args...)
+	if err != nil {
+		t.Fatalf("set row %d: %v", id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("set row %d: %d rows affected", id, n)
+	}
+}
+
+const (
+	processingSQL = "status='PROCESSING', attempts=1, claim_token='t', claimed_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)), reclaim_after=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
+	failedSQL     = "status='FAILED', attempts=max_attempts, last_error=?, failed_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
+	sentSQL       = "status='SENT', attempts=1, sent_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
+)
+
+func TestStatsScriptedScenario(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	a := enqueueN(t, db.DB, "stats_a", 7)
+	b := enqueueN(t, db.DB, "stats_b", 3)
+	enqueueN(t, db.DB, "stats_a", 2, Delay(time.Hour)) // pending, not due
+	// stats_a: a[0], a[1] stay pending and due; a[2] processing, fresh lease; a[3] stale (lease
+	// 60s, claimed 100s ago); a[4] stuck (lease 60s, claimed 200s ago > 180s); a[5] sent; a[6] failed.
+	setRow(t, db, a[2], processingSQL, -1, 59)
+	setRow(t, db, a[3], processingSQL, -100, -40)
+	setRow(t, db, a[4], processingSQL, -200, -140)
+	setRow(t, db, a[5], sentSQL, -10)
+	setRow(t, db, a[6], failedSQL, "boom", -5)
+	// stats_b: b[0] pending; b[1], b[2] failed.
+	setRow(t, db, b[1], failedSQL, "x", -5)
+	setRow(t, db, b[2], failedSQL, "y", -5)
+	// Age the oldest pending row of stats_a by 30s.
+	setRow(t, db, a[0], "created_at = TIMESTAMPADD(SECOND, -30, UTC_TIMESTAMP(6))")
+
+	s, err := Stats(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA := TypeCounts{Pending: 4, Due: 2, Processing: 3, Stale: 2, Stuck: 1, Failed: 1}
+	gotA := s.ByType["stats_a"]
+	if gotA.OldestPending < 30*time.Second || gotA.OldestPending > 40*time.Second {
+		t.Errorf("stats_a OldestPending = %v, want about 30s", gotA.OldestPending)
+	}
+	gotA.OldestPending = 0
+	if gotA != wantA {
+		t.Errorf("stats_a = %+v, want %+v", gotA, wantA)
+	}
+	gotB := s.ByType["stats_b"]
+	gotB.OldestPending = 0
+	if want := (TypeCounts{Pending: 1, Due: 1, Failed: 2}); gotB != want {
+		t.Errorf("stats_b = %+v, want %+v", gotB, want)
+	}
+	if s.Pending != 5 || s.Due != 3 || s.Processing != 3 || s.Stale != 2 || s.Stuck != 1 || s.Failed != 3 || len(s.ByType) != 2 {
+		t.Errorf("totals = %+v, want pending 5, due 3, processing 3, stale 2, stuck 1, failed 3, 2 types", s)
+	}
+	if s.OldestPending != s.ByType["stats_a"].OldestPending {
+		t.Errorf("total OldestPending %v != stats_a's %v", s.OldestPending, s.ByType["stats_a"].OldestPending)
+	}
+
+	empty := migrated(t)
+	s, err = Stats(ctx, empty)
+	if err != nil || s.Pending != 0 || s.OldestPending != 0 || len(s.ByType) != 0 {
+		t.Fatalf("Stats on an empty table = %+v, %v", s, err)
+	}
+}
+
+func TestListFailedRetryPurge(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	a := enqueueN(t, db.DB, "ops_a", 3)
+	b := enqueueN(t, db.DB, "ops_b", 2)
+	setRow(t, db, a[0], failedSQL, "old failure", -3600)
+	setRow(t, db, a[1], failedSQL, "new failure", -10)
+	setRow(t, db, b[0], failedSQL, "b failure", -10)
+	setRow(t, db, b[1], sentSQL, -7200)
+	setRow(t, db, a[2], sentSQL, -10)
+
+	all, err := ListFailed(ctx, db, Filter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[0].ID != a[0] || all[0].LastError != "old failure" || all[0].Attempts != all[0].MaxAttempts || all[0].FailedAt.IsZero() {
+		t.Fatalf("ListFailed(all) = %+v, want 3 rows, oldest failure first with its last_error", all)
+	}
+	onlyA, err := ListFailed(ctx, db, Filter{EventType: "ops_a"}, 10)
+	if err != nil || len(onlyA) != 2 {
+		t.Fatalf("ListFailed(ops_a) = %d rows, %v; want 2", len(onlyA), err)
+	}
+	since, err := ListFailed(ctx, db, Filter{FailedSince: dbNow(t, db).Add(-time.Minute)}, 10)
+	if err != nil || len(since) != 2 {
+		t.Fatalf("ListFailed(since 1m) = %d rows, %v; want 2", len(since), err)
+	}
+	byID, err := ListFailed(ctx, db, Filter{IDs: []MessageID{b[0], b[1]}}, 10)
+	if err != nil || len(byID) != 1 || byID[0].ID != b[0] {
+		t.Fatalf("ListFailed(ids) = %+v, %v; want only %d (the other is SENT)", byID, err, b[0])
+	}
+	limited, err := ListFailed(ctx, db, Filter{}, 1)
+	if err != nil || len(limited) != 1 {
+		t.Fatalf("ListFailed(limit 1) = %d rows", len(limited))
+	}
+
+	n, err := Retry(ctx, db, Filter{EventType: "ops_a", DryRun: true})
+	if err != nil || n != 2 {
+		t.Fatalf("Retry dry run = %d, %v; want 2", n, err)
+	}
+	if got := countRows(t, db, "status='FAILED'"); got != 3 {
+		t.Fatalf("dry run changed rows: %d FAILED, want 3", got)
+	}
+	n, err = Retry(ctx, db, Filter{IDs: []MessageID{a[1]}})
+	if err != nil || n != 1 {
+		t.Fatalf("Retry(id) = %d, %v; want 1", n, err)
+	}
+	r := getRow(t, db, a[1])
+	if r.Status != "PENDING" || r.Attempts != 0 || r.FailedAt.Valid || r.NextAttemptAt.After(dbNow(t, db)) {
+		t.Fatalf("retried row = %+v, want PENDING, attempts 0, due now", r)
+	}
+
+	if _, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusPending}); err == nil || !strings.Contains(err.Error(), "Status") {
+		t.Fatalf("Purge(PENDING) err = %v, want a Status error", err)
+	}
+	if _, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusSent, OlderThan: -time.Second}); err == nil || !strings.Contains(err.Error(), "OlderThan") {
+		t.Fatalf("Purge(negative) err = %v, want an OlderThan error", err)
+	}
+	n, err = Purge(ctx, db.DB, PurgeFilter{Status: StatusSent, OlderThan: time.Hour})
+	if err != nil || n != 1 || countRows(t, db, "id = ?", int64(b[1])) != 0 || countRows(t, db, "id = ?", int64(a[2])) != 1 {
+		t.Fatalf("Purge(SENT > 1h) = %d, %v; want only the 2h-old row deleted", n, err)
+	}
+	// Many rows in batches of 7.
+	more := enqueueN(t, db.DB, "ops_purge", 50)
+	if _, err := db.Exec("UPDATE outbox_messages SET status='FAILED', failed_at=TIMESTAMPADD(DAY, -2, UTC_TIMESTAMP(6)) WHERE event_type='ops_purge'"); err != nil {
+		t.Fatal(err)
+	}
+	n, err = Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, OlderThan: 24 * time.Hour, BatchSize: 7})
+	if err != nil || n != int64(len(more)) {
+		t.Fatalf("Purge(FAILED > 1d, batch 7) = %d, %v; want %d", n, err, len(more))
+	}
+	if got := countRows(t, db, "status='FAILED'"); got != 2 {
+		t.Fatalf("after purge %d FAILED rows, want the 2 recent ones", got)
+	}
+}
+
+func TestOnce(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	once := func(consumer, key string, commit bool) bool {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := Once(ctx, tx, consumer, key)
+		if err != nil {
+			_ = tx.Rollback()
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first
+	}
+	if !once("mailer", "k1", false) {
+		t.Fatal("first Once in a rolled-back tx: want true")
+	}
+	if !once("mailer", "k1", true) {
+		t.Fatal("Once after a rollback: want true (the rollback recorded nothing)")
+	}
+	if once("mailer", "k1", true) {
+		t.Fatal("second committed Once: want false")
+	}
+	if !once("billing", "k1", true) {
+		t.Fatal("another consumer with the same key: want true")
+	}
+	if _, err := Once(ctx, db, "", "k"); err == nil {
+		t.Fatal("empty consumer: want an error")
+	}
+	if _, err := Once(ctx, db, "c", strings.Repeat("x", 192)); err == nil {
+		t.Fatal("192-character key: want an error")
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM outbox_inbox").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("outbox_inbox rows = %d, %v; want 2", n, err)
+	}
+}
