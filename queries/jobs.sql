@@ -1,0 +1,17 @@
+-- The run ledger of runtime/mysqllock jobs with OncePerPeriod: (job, period_start) is the
+-- PRIMARY KEY, so a period can be recorded once. Times come from the database clock:
+-- TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) is UTC_TIMESTAMP(6) spelled so
+-- that sqlc v1.31.1 parses it (see messages.sql). Read under the job's named lock before the
+-- job runs; written after it succeeds, still under the lock.
+
+-- name: JobRunCount :one
+-- How many times the job was recorded for the period (0 or 1), and the database clock, which
+-- becomes started_at when the job then runs.
+SELECT CAST(COUNT(*) AS SIGNED) AS runs, CAST(TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS DATETIME(6)) AS now
+FROM outbox_job_runs
+WHERE job = sqlc.arg(job) AND period_start = sqlc.arg(period_start);
+
+-- name: JobRunInsert :exec
+INSERT INTO outbox_job_runs (job, period_start, instance, started_at, finished_at)
+VALUES (sqlc.arg(job), sqlc.arg(period_start), sqlc.arg(instance), sqlc.arg(started_at),
+        TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));

@@ -1,0 +1,31 @@
+-- Named locks for runtime/mysqllock. Every statement runs on the lock's own pinned *sql.Conn:
+-- a named lock belongs to the session, so GET_LOCK, the watchdog check and RELEASE_LOCK must
+-- all reach the same one.
+--
+-- sqlc v1.31.1 types GET_LOCK, RELEASE_LOCK and IS_USED_LOCK as non-null bool (its MySQL
+-- catalog says so), which breaks on NULL and hides the difference between 0 and NULL. Each
+-- call is therefore wrapped as CAST(COALESCE(f(...), -1) AS SIGNED): sqlc then generates an
+-- int64, NULL arrives as -1, and a driver that sends the text "0" (go-sql-driver v1.7.1 did)
+-- is converted by database/sql to the integer 0, never read as "truthy". Callers treat
+-- anything but exactly 1 as "not acquired" / "not released".
+
+-- name: LockAcquire :one
+-- GET_LOCK waits up to timeout_ms/1000 seconds (MariaDB honours fractions; MySQL documents
+-- whole seconds). 1 = acquired, 0 = held by another session (or the wait timed out),
+-- -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
+SELECT CAST(COALESCE(GET_LOCK(sqlc.arg(name), CAST(sqlc.arg(timeout_ms) AS SIGNED) / 1000), -1) AS SIGNED) AS acquired;
+
+-- name: LockConnectionID :one
+-- The session that holds the lock, for incidents and for the watchdog.
+SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
+
+-- name: LockHolder :one
+-- The watchdog's check: which session holds the lock (0 = nobody) and which session is asking.
+-- The lock is still ours only when holder = conn_id.
+SELECT CAST(COALESCE(IS_USED_LOCK(sqlc.arg(name)), 0) AS SIGNED) AS holder,
+       CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
+
+-- name: LockRelease :one
+-- 1 = released; 0 = held by another session; -1 = NULL, nobody holds it. Anything but 1 means
+-- the lock was lost while the critical section ran.
+SELECT CAST(COALESCE(RELEASE_LOCK(sqlc.arg(name)), -1) AS SIGNED) AS released;

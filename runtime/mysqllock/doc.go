@@ -1,0 +1,53 @@
+// Package mysqllock runs a critical section under a MySQL/MariaDB named lock (GET_LOCK), with the
+// cleanup discipline that keeps a lock from outliving its job, and runs scheduled jobs that must
+// not run twice.
+//
+// # Named locks
+//
+// A named lock belongs to a server session, not to a transaction: COMMIT and ROLLBACK keep it,
+// and so does giving the connection back to a database/sql pool, because the pool keeps the
+// socket (and the session) alive. A lock whose release failed and whose connection went back to
+// the pool is held forever by an idle connection; the next GET_LOCK(name, 0) returns 0, the job
+// concludes "another instance is running" and skips, every time: a dead cron that logs one warn
+// line a day. So Locker:
+//
+//   - takes every lock on its own pinned *sql.Conn and releases it on that same connection;
+//   - acts on exactly 1 from GET_LOCK; 0 is "held elsewhere" (ran=false, nil error); NULL or a
+//     failed query is an error that is returned and reported, never a silent skip;
+//   - releases on a context the caller's cancellation cannot kill, with its own timeout;
+//   - destroys the connection (ending the session frees the lock) when RELEASE_LOCK fails, when
+//     giving the connection back fails, and when the lock turned out to be lost;
+//   - reports each of those through ONE incident.Reporter (lock lost, release failed, return
+//     failed, destroy failed, acquire failed), with the lock name, the session's CONNECTION_ID()
+//     and the cause; and never hides the critical section's own error (errors.Is finds it);
+//   - watches the lock while the critical section runs (IS_USED_LOCK(name) = CONNECTION_ID() on
+//     the lock's own connection) and cancels the section's context as soon as the lock is gone,
+//     with context.Cause(ctx) wrapping ErrLockLost.
+//
+// RELEASE_LOCK returning anything but 1 means the lock was lost while the section ran (the
+// session was killed, timed out or reconnected): another instance may have run at the same time,
+// so it is an error for a person to check the data (ErrLockLost), not a warning.
+//
+// # Jobs that must not run twice: three layers
+//
+// Applications run two or more instances (a rolling deploy overlaps old and new), so a job
+// scheduled for midnight starts on each of them. Three layers prevent different duplicates:
+//
+//	layer                          prevents                                      limit
+//	in-process running flag        a tick starting while the previous one runs   one process only
+//	named lock (GET_LOCK)          two instances running the job at the same time a lock never released stops the job forever (hence the cleanup above)
+//	row lock / UNIQUE / idem. key  duplicated effects when both layers above      designed per resource
+//	                               were bypassed
+//
+// Locker.RunJob combines the first two, and with Job.OncePerPeriod adds a run ledger
+// (outbox_job_runs, PRIMARY KEY (job, period_start)) so a daily job runs once per day even when
+// instances take turns: the instance that gets the lock second finds the period recorded and
+// skips it.
+//
+// The question to ask for any new batch job: if two instances run this at once, what is
+// duplicated, and can the database prevent it? If a row lock, a UNIQUE index or an idempotency
+// key can make the duplicate harmless, use that and no job lock (the outbox worker does: its
+// claim's row locks split the rows between instances, so it needs only the running flag). If
+// not (a yearly leave accrual, a billing run, "create a user with this email" when soft deletes
+// forbid a UNIQUE index), take the named lock, and keep the third layer wherever it is possible.
+package mysqllock
