@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// cell is the median of one (mode, workload, system) over the rounds.
+type cell struct {
+	median    float64
+	n         int
+	loss, dup int64
+	errs      int
+	unit      string
+}
+
+type key struct{ mode, workload, system string }
+
+func (b *bench) cells() (map[key]*cell, map[string][]string) {
+	vals := map[key][]float64{}
+	cells := map[key]*cell{}
+	order := map[string][]string{} // mode -> workloads in first-seen order
+	for _, r := range b.results {
+		k := key{r.Mode, r.Workload, r.System}
+		c := cells[k]
+		if c == nil {
+			c = &cell{unit: r.Unit}
+			cells[k] = c
+			if !containsStr(order[r.Mode], r.Workload) {
+				order[r.Mode] = append(order[r.Mode], r.Workload)
+			}
+		}
+		c.loss += r.Loss
+		c.dup += r.Dup
+		if r.Err != "" {
+			c.errs++
+			continue
+		}
+		vals[k] = append(vals[k], r.Value)
+	}
+	for k, v := range vals {
+		sort.Float64s(v)
+		c := cells[k]
+		c.n = len(v)
+		if len(v)%2 == 1 {
+			c.median = v[len(v)/2]
+		} else {
+			c.median = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+	}
+	return cells, order
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtVal(c *cell) string {
+	if c == nil {
+		return ""
+	}
+	if c.n == 0 {
+		return "ERROR"
+	}
+	s := fmtNum(c.median)
+	if c.errs > 0 {
+		s += fmt.Sprintf(" (%d failed)", c.errs)
+	}
+	return s
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func ratio(a, b *cell) string {
+	if a == nil || b == nil || a.n == 0 || b.n == 0 || b.median == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2fx", a.median/b.median)
+}
+
+func (b *bench) report(settings [][2]string, took time.Duration) string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	cells, order := b.cells()
+	w("## outboxbench results\n\n")
+	w("- machine: %d CPUs (GOMAXPROCS %d) shared with the database server, %s/%s, %s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	var sv []string
+	for _, s := range settings {
+		sv = append(sv, s[0]+"="+s[1])
+	}
+	w("- server: %s\n", strings.Join(sv, ", "))
+	w("- rounds: %d (median shown), sizes: tx runs %s; drain %d and %d (5 ms); latency %d tx/s for %s; memory %d and %d\n",
+		b.o.rounds, b.o.sz.TxDuration, b.o.sz.DrainN, b.o.sz.SlowN, b.o.sz.LatencyRate, b.o.sz.LatencyDur, b.o.sz.MemSmall, b.o.sz.MemLarge)
+	w("- wall time: %s\n\n", took.Round(time.Second))
+	for _, mode := range b.o.modes {
+		w("### driver: %s (interpolateParams=%v)\n\n", mode.Name, mode.Interpolate)
+		w("| workload | unit | L0 | outboxgen | watermill-sql | outboxgen / L0 | outboxgen / watermill | loss / dup |\n")
+		w("|---|---|---:|---:|---:|---:|---:|---|\n")
+		for _, wl := range order[mode.Name] {
+			l0 := cells[key{mode.Name, wl, "L0"}]
+			us := cells[key{mode.Name, wl, "outboxgen"}]
+			wm := cells[key{mode.Name, wl, "watermill"}]
+			unit := ""
+			var loss, dup int64
+			for _, c := range []*cell{l0, us, wm} {
+				if c != nil {
+					unit = c.unit
+					loss += c.loss
+					dup += c.dup
+				}
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %d / %d |\n", wl, unit, fmtVal(l0), fmtVal(us), fmtVal(wm),
+				ratio(us, l0), ratio(us, wm), loss, dup)
+		}
+		w("\n")
+		b.targets(&sb, cells, mode.Name)
+	}
+	return sb.String()
+}
+
+// targets checks the targets against the medians of this run.
+func (b *bench) targets(sb *strings.Builder, cells map[key]*cell, mode string) {
+	get := func(workload, sys string) *cell {
+		c := cells[key{mode, workload, sys}]
+		if c == nil || c.n == 0 {
+			return nil
+		}
+		return c
+	}
+	type target struct {
+		name    string
+		a, b    *cell
+		compute func(a, b float64) (string, bool)
+	}
+	ge := func(min float64) func(a, b float64) (string, bool) {
+		return func(a, b float64) (string, bool) { return fmt.Sprintf("%.2fx (>= %.2fx)", a/b, min), a/b >= min }
+	}
+	sz := b.o.sz
+	drain1 := fmt.Sprintf("W2 drain %d, no-op, 1 worker(s)", sz.DrainN)
+	drain4 := fmt.Sprintf("W2 drain %d, no-op, 4 worker(s)", sz.DrainN)
+	slow := fmt.Sprintf("W2 drain %d, 5 ms handler, 1 worker", sz.SlowN)
+	upd := get("W2 L0 UPDATE 100 ids", "L0")
+	var updHalf *cell
+	if upd != nil {
+		updHalf = &cell{median: upd.median / 2, n: 1}
+	}
+	ts := []target{
+		{"W1 at 1 goroutine >= 0.85x L0", get("W1 tx/s, 1 goroutine(s)", "outboxgen"), get("W1 tx/s, 1 goroutine(s)", "L0"), ge(0.85)},
+		{"W1 at 8 goroutines >= 0.80x L0", get("W1 tx/s, 8 goroutine(s)", "outboxgen"), get("W1 tx/s, 8 goroutine(s)", "L0"), ge(0.80)},
+		{"W2 no-op 1 worker >= 3x watermill", get(drain1, "outboxgen"), get(drain1, "watermill"), ge(3)},
+		{"W2 no-op 1 worker >= 0.8 x (L0 UPDATE rows/s / 2)", get(drain1, "outboxgen"), updHalf, ge(0.8)},
+		{"W2 no-op 4 workers not slower than 1", get(drain4, "outboxgen"), get(drain1, "outboxgen"), ge(1)},
+		{"W2 5 ms handler >= 10x watermill", get(slow, "outboxgen"), get(slow, "watermill"), ge(10)},
+		{"W3 same process, no-op: p99 <= 10 ms", get("W3 same process, no-op, p99", "outboxgen"), &cell{median: 10, n: 1},
+			func(a, _ float64) (string, bool) { return fmt.Sprintf("%.1f ms", a), a <= 10 }},
+		{"W3 other process, no-op: p99 <= PollInterval (1s) + 20 ms", get("W3 other process, no-op, p99", "outboxgen"), &cell{median: 1020, n: 1},
+			func(a, _ float64) (string, bool) { return fmt.Sprintf("%.1f ms", a), a <= 1020 }},
+		{"W3 same process: business tx p99 with 5 ms handler <= 1.2x no-op", get("W3 same process, 5 ms handler, business tx p99", "outboxgen"),
+			get("W3 same process, no-op, business tx p99", "outboxgen"), le(1.2)},
+		{"W3 other process: business tx p99 with 5 ms handler <= 1.2x no-op", get("W3 other process, 5 ms handler, business tx p99", "outboxgen"),
+			get("W3 other process, no-op, business tx p99", "outboxgen"), le(1.2)},
+		{"Memory: peak RSS at the large backlog <= 1.2x the small one", get(fmt.Sprintf("Memory peak RSS, backlog %d", sz.MemLarge), "outboxgen"),
+			get(fmt.Sprintf("Memory peak RSS, backlog %d", sz.MemSmall), "outboxgen"), le(1.2)},
+	}
+	fmt.Fprintf(sb, "Targets (%s):\n\n", mode)
+	for _, t := range ts {
+		if t.a == nil || t.b == nil {
+			continue
+		}
+		s, ok := t.compute(t.a.median, t.b.median)
+		mark := "met"
+		if !ok {
+			mark = "NOT met"
+		}
+		fmt.Fprintf(sb, "- %s: %s, %s\n", t.name, s, mark)
+	}
+	fmt.Fprintln(sb)
+}
+
+func le(maxRatio float64) func(a, b float64) (string, bool) {
+	return func(a, b float64) (string, bool) {
+		return fmt.Sprintf("%.2fx (<= %.2fx)", a/b, maxRatio), a/b <= maxRatio
+	}
+}

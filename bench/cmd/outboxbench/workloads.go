@@ -1,0 +1,437 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sizes are the knobs of one run. fullSizes are the issue's; smokeSizes keep scripts/test fast.
+type sizes struct {
+	TxDuration  time.Duration // each L0/W1 throughput measurement
+	UpdateRows  int           // rows in biz for L0's UPDATE ... WHERE id IN (100 ids)
+	DrainN      int           // W2 backlog, no-op handler
+	SlowN       int           // W2 backlog, 5 ms handler
+	LatencyRate int           // W3 business transactions per second
+	LatencyDur  time.Duration // W3 duration
+	MemSmall    int           // Memory: small backlog
+	MemLarge    int           // Memory: large backlog
+}
+
+var fullSizes = sizes{
+	TxDuration: 5 * time.Second, UpdateRows: 20000,
+	DrainN: 50000, SlowN: 2000,
+	LatencyRate: 300, LatencyDur: 20 * time.Second,
+	MemSmall: 20000, MemLarge: 200000,
+}
+
+var smokeSizes = sizes{
+	TxDuration: 300 * time.Millisecond, UpdateRows: 1000,
+	DrainN: 600, SlowN: 100,
+	LatencyRate: 100, LatencyDur: time.Second,
+	MemSmall: 200, MemLarge: 2000,
+}
+
+// slowHandler is W2's and W3's slow handler: long enough that dispatching outside the claim's
+// lock, concurrently, is what decides throughput.
+const slowHandler = 5 * time.Millisecond
+
+// result is one measured number of one run.
+type result struct {
+	Mode     string // dsnMode name
+	Workload string // e.g. "W1 tx/s, 8 goroutines"
+	System   string
+	Round    int
+	Value    float64
+	Unit     string
+	Loss     int64
+	Dup      int64
+	Err      string // the run failed: the value is not a measurement
+}
+
+// runEnv is what a workload needs to run once.
+type runEnv struct {
+	srv   server
+	mode  dsnMode
+	sz    sizes
+	round int
+	exe   string // this binary, for child processes
+}
+
+// withDB runs fn on a fresh database with sys's tables, dropping the database afterwards.
+func (e runEnv) withDB(ctx context.Context, label string, sys system, fn func(dbName string, db *sql.DB) error) error {
+	name, drop, err := e.srv.freshDB(ctx, label)
+	if err != nil {
+		return err
+	}
+	db, _, err := e.srv.open(name, e.mode)
+	if err != nil {
+		return errors.Join(err, drop())
+	}
+	err = sys.setup(ctx, db)
+	if err == nil {
+		err = fn(name, db)
+	}
+	return errors.Join(err, db.Close(), drop())
+}
+
+// ---- L0 and W1: business transactions per second ----
+
+// runTx measures committed business transactions per second at conc goroutines: BEGIN;
+// INSERT biz; (enqueue one message unless L0); COMMIT. Losses: committed transactions whose
+// message is not stored.
+func (e runEnv) runTx(ctx context.Context, sys system, conc int) (result, error) {
+	res := result{Unit: "tx/s"}
+	err := e.withDB(ctx, "tx", sys, func(_ string, db *sql.DB) error {
+		var seq, committed atomic.Int64
+		var firstErr error
+		var errOnce sync.Once
+		deadline := time.Now().Add(e.sz.TxDuration)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for g := 0; g < conc; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					s := seq.Add(1) - 1
+					p := makePayload(s, time.Now())
+					err := sys.inTx(ctx, db, func(tx *sql.Tx) error {
+						if err := insertBiz(ctx, tx, s); err != nil {
+							return err
+						}
+						return sys.enqueue(ctx, tx, p)
+					})
+					if err != nil {
+						errOnce.Do(func() { firstErr = err })
+						return
+					}
+					committed.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		if firstErr != nil {
+			return firstErr
+		}
+		stored, err := sys.countMessages(ctx, db)
+		if err != nil {
+			return err
+		}
+		res.Value = float64(committed.Load()) / elapsed.Seconds()
+		if d := committed.Load() - stored; d > 0 {
+			res.Loss = d
+		} else {
+			res.Dup = -d
+		}
+		return nil
+	})
+	return res, err
+}
+
+// runUpdate is L0's write limit for a worker: autocommit UPDATE biz SET n = n + 1 WHERE id IN
+// (100 ids), one connection, reported in rows/s. Claiming and recording a message are two such
+// row writes, hence the target "0.8 x (rows/s / 2)".
+func (e runEnv) runUpdate(ctx context.Context) (result, error) {
+	res := result{Unit: "rows/s"}
+	err := e.withDB(ctx, "upd", limitSystem{}, func(_ string, db *sql.DB) error {
+		for done := 0; done < e.sz.UpdateRows; {
+			n := min(1000, e.sz.UpdateRows-done)
+			q := "INSERT INTO biz (seq, note, created_at) VALUES " +
+				strings.TrimSuffix(strings.Repeat("(0, 'seed', UTC_TIMESTAMP(6)),", n), ",")
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return err
+			}
+			done += n
+		}
+		q := "UPDATE biz SET n = n + 1 WHERE id IN (?" + strings.Repeat(",?", 99) + ")"
+		args := make([]any, 100)
+		var rows int64
+		next := int64(1)
+		start := time.Now()
+		deadline := start.Add(e.sz.TxDuration)
+		for time.Now().Before(deadline) {
+			for i := range args {
+				args[i] = next
+				next++
+				if next > int64(e.sz.UpdateRows) {
+					next = 1
+				}
+			}
+			r, err := db.ExecContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			rows += n
+		}
+		res.Value = float64(rows) / time.Since(start).Seconds()
+		return nil
+	})
+	return res, err
+}
+
+// preload stores n messages before any consumer runs (not measured), through the system's own
+// enqueue path, on an interpolateParams pool with 4 writers so it does not dominate the run.
+func (e runEnv) preload(ctx context.Context, dbName string, sys system, n int) error {
+	db, _, err := e.srv.open(dbName, dsnMode{"preload", true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	const batch = 500
+	var next atomic.Int64
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for {
+				from := next.Add(batch) - batch
+				if from >= int64(n) {
+					errs <- nil
+					return
+				}
+				to := min(from+batch, int64(n))
+				ps := make([][]byte, 0, to-from)
+				now := time.Now()
+				for s := from; s < to; s++ {
+					ps = append(ps, makePayload(s, now))
+				}
+				if err := plainTx(ctx, db, func(tx *sql.Tx) error { return sys.enqueueBatch(ctx, tx, ps) }); err != nil {
+					errs <- fmt.Errorf("preload: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	var all error
+	for g := 0; g < 4; g++ {
+		all = errors.Join(all, <-errs)
+	}
+	return all
+}
+
+// ---- W2: drain a backlog ----
+
+// runDrain preloads n messages, then starts `workers` consumers, each on its own pool, and
+// measures n / (time until every message was handled).
+func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay time.Duration) (result, error) {
+	res := result{Unit: "msg/s"}
+	err := e.withDB(ctx, "drain", sys, func(dbName string, db *sql.DB) error {
+		if err := e.preload(ctx, dbName, sys, n); err != nil {
+			return err
+		}
+		tr := newTracker(n)
+		var stops []func() error
+		var pools []*sql.DB
+		defer func() {
+			for _, p := range pools {
+				p.Close()
+			}
+		}()
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			pool, _, err := e.srv.open(dbName, e.mode)
+			if err != nil {
+				return err
+			}
+			pools = append(pools, pool)
+			stop, err := sys.consume(ctx, pool, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
+			if err != nil {
+				return err
+			}
+			stops = append(stops, stop)
+		}
+		// Generous: a slow system still finishes, and its slowness shows in msg/s.
+		ok := tr.wait(2*time.Minute + time.Duration(n)*(delay+2*time.Millisecond))
+		elapsed := time.Since(start)
+		drainErr := waitDrained(ctx, sys, db, n)
+		var stopErr error
+		for _, stop := range stops {
+			stopErr = errors.Join(stopErr, stop())
+		}
+		if stopErr != nil {
+			return fmt.Errorf("stop consumer: %w", stopErr)
+		}
+		res.Loss, res.Dup = tr.losses(), tr.dups()
+		if !ok {
+			return fmt.Errorf("timed out with %d of %d messages handled", tr.distinct.Load(), n)
+		}
+		res.Value = float64(n) / elapsed.Seconds()
+		return drainErr
+	})
+	return res, err
+}
+
+// ---- W3: latency at a steady rate ----
+
+// latencyResult holds W3's numbers for one run.
+type latencyResult struct {
+	P50, P95, P99, TxP99 float64 // milliseconds
+	Loss, Dup            int64
+	Lagged               int // transactions that started more than 10 ms late (producer could not keep the rate)
+}
+
+// runLatency runs LatencyRate business transactions per second for LatencyDur while one
+// consumer runs, in this process (sharing the pool, so outboxgen's InTx wakes it) or in a
+// child process (xproc: no wake-up, the worker polls). Commit-to-handler latency is the time
+// from the producer's commit returning to the handler's first call for that sequence number.
+func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration, xproc bool) (latencyResult, error) {
+	var out latencyResult
+	err := e.withDB(ctx, "lat", sys, func(dbName string, db *sql.DB) error {
+		n := int(float64(e.sz.LatencyRate) * e.sz.LatencyDur.Seconds())
+		tr := newTracker(n)
+		var stop func() error
+		if xproc {
+			dsn, err := e.srv.dsnFor(dbName, e.mode)
+			if err != nil {
+				return err
+			}
+			c, err := startChild(ctx, e.exe, sys.name(), dsn, delay, tr)
+			if err != nil {
+				return err
+			}
+			stop = c.stop
+		} else {
+			s, err := sys.consume(ctx, db, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
+			if err != nil {
+				return err
+			}
+			stop = s
+		}
+		commitAt := make([]int64, n)
+		txDur := make([]time.Duration, n)
+		interval := time.Duration(float64(time.Second) / float64(e.sz.LatencyRate))
+		sem := make(chan struct{}, 32)
+		var wg sync.WaitGroup
+		var firstErr error
+		var errOnce sync.Once
+		lagged := 0
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			target := start.Add(time.Duration(i) * interval)
+			if d := time.Until(target); d > 0 {
+				time.Sleep(d)
+			} else if d < -10*time.Millisecond {
+				lagged++
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(seq int64) {
+				defer func() { <-sem; wg.Done() }()
+				t0 := time.Now()
+				p := makePayload(seq, t0)
+				err := sys.inTx(ctx, db, func(tx *sql.Tx) error {
+					if err := insertBiz(ctx, tx, seq); err != nil {
+						return err
+					}
+					return sys.enqueue(ctx, tx, p)
+				})
+				t1 := time.Now()
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				commitAt[seq] = t1.UnixNano()
+				txDur[seq] = t1.Sub(t0)
+			}(int64(i))
+		}
+		wg.Wait()
+		ok := tr.wait(time.Minute + time.Duration(n)*delay)
+		drainErr := waitDrained(ctx, sys, db, n)
+		stopErr := stop()
+		if firstErr != nil {
+			return errors.Join(firstErr, stopErr)
+		}
+		if stopErr != nil {
+			return fmt.Errorf("stop consumer: %w", stopErr)
+		}
+		out.Loss, out.Dup, out.Lagged = tr.losses(), tr.dups(), lagged
+		if !ok {
+			return fmt.Errorf("timed out with %d of %d messages handled", tr.distinct.Load(), n)
+		}
+		lat := make([]float64, 0, n)
+		for i := 0; i < n; i++ {
+			// InTx wakes the worker right after COMMIT, before it returns to us: the handler
+			// may run before commitAt is taken. That latency is below our resolution: 0.
+			d := float64(tr.firstAt[i].Load()-commitAt[i]) / 1e6
+			lat = append(lat, max(d, 0))
+		}
+		txs := make([]float64, n)
+		for i, d := range txDur {
+			txs[i] = float64(d) / 1e6
+		}
+		out.P50, out.P95, out.P99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
+		out.TxP99 = pct(txs, 99)
+		return drainErr
+	})
+	return out, err
+}
+
+// pct returns the p-th percentile (nearest rank) of xs; it sorts xs.
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	i := int(float64(len(xs))*p/100+0.5) - 1
+	return xs[max(0, min(i, len(xs)-1))]
+}
+
+// ---- Memory: peak RSS of a worker process ----
+
+// runMemory preloads n messages and drains them with a worker in a child process, then reads
+// the child's VmHWM (peak resident set) from /proc/PID/status. Returns MiB.
+func (e runEnv) runMemory(ctx context.Context, sys system, n int) (result, error) {
+	res := result{Unit: "MiB"}
+	err := e.withDB(ctx, "mem", sys, func(dbName string, db *sql.DB) error {
+		if err := e.preload(ctx, dbName, sys, n); err != nil {
+			return err
+		}
+		dsn, err := e.srv.dsnFor(dbName, e.mode)
+		if err != nil {
+			return err
+		}
+		tr := newTracker(n)
+		c, err := startChild(ctx, e.exe, sys.name(), dsn, 0, tr)
+		if err != nil {
+			return err
+		}
+		ok := tr.wait(5*time.Minute + time.Duration(n)*time.Millisecond)
+		drainErr := waitDrained(ctx, sys, db, n)
+		hwm, herr := vmHWM(c.cmd.Process.Pid)
+		stopErr := c.stop()
+		res.Loss, res.Dup = tr.losses(), tr.dups()
+		if err := errors.Join(herr, stopErr); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("timed out with %d of %d messages handled", tr.distinct.Load(), n)
+		}
+		res.Value = float64(hwm) / 1024
+		return drainErr
+	})
+	return res, err
+}
+
+// waitDrained waits until the database records every message as done: the consumers are
+// stopped only then, so neither system is judged on a batch it was about to acknowledge.
+func waitDrained(ctx context.Context, sys system, db *sql.DB, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := sys.verifyDrained(ctx, db, n)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
