@@ -2,6 +2,10 @@ module github.com/outboxgen/outboxgen
 
 go 1.24.0
 
-require github.com/go-sql-driver/mysql v1.10.1
+require (
+	github.com/dave/jennifer v1.7.1
+	github.com/go-sql-driver/mysql v1.10.1
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require filippo.io/edwards25519 v1.2.0 // indirect

@@ -1,0 +1,275 @@
+package gen
+
+import (
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is the third stage: a valid catalog becomes the model, in which every Go name,
+// type and import is decided. The emitters only read it.
+
+type typeKind int
+
+const (
+	kBuiltin typeKind = iota
+	kNamed
+	kSlice
+	kMap
+	kGo
+)
+
+// goType is a field's Go type.
+type goType struct {
+	kind    typeKind
+	builtin string     // kBuiltin: the catalog name (string, time, bytes, ...)
+	named   *namedType // kNamed
+	elem    *goType    // kSlice, kMap
+	path    string     // kGo
+	name    string     // kGo
+}
+
+// namedType is a struct or an enum the generated file declares: one from types:, or an
+// inline enum of a field.
+type namedType struct {
+	wire   string // catalog name, or "event.field" for an inline enum
+	goName string
+	doc    string
+	enum   bool
+	values []enumValue
+	fields []*field
+	// validates: Validate() has something to check (an enum somewhere inside).
+	validates bool
+	enums     []*namedType // inline enums of a struct's fields, declared before it
+}
+
+type enumValue struct{ wire, goName string }
+
+type field struct {
+	wire, goName, doc string
+	t                 *goType
+	optional          bool
+}
+
+// policy holds what the catalog set for an event; zero fields mean the runtime's default.
+type policy struct {
+	maxAttempts           int
+	initial, max, timeout time.Duration
+}
+
+type event struct {
+	wire, goName, doc string
+	fields            []*field
+	key               []*field
+	direct            bool
+	policy            policy
+	enums             []*namedType // inline enums, declared before the payload
+}
+
+// file is everything one generated file holds.
+type file struct {
+	pkg    string
+	path   string // output path, joined to the catalog's directory
+	source string // the catalog, relative to the output's directory, for the header
+	types  []*namedType
+	events []*event
+}
+
+func (f *file) outboxEvents() []*event {
+	var out []*event
+	for _, e := range f.events {
+		if !e.direct {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// DefaultOutput is the output file name when the catalog does not set output:.
+const DefaultOutput = "outbox_gen.go"
+
+func buildModel(c *catalog, catalogPath string) *file {
+	out := DefaultOutput
+	if c.output != nil {
+		out = path.Clean(strings.ReplaceAll(c.output.v, `\`, "/"))
+	}
+	dir := path.Dir(strings.ReplaceAll(catalogPath, `\`, "/"))
+	f := &file{pkg: c.pkg.v, path: path.Join(dir, out), source: relCatalog(out, path.Base(catalogPath))}
+
+	named := map[string]*namedType{}
+	for _, t := range c.types {
+		nt := &namedType{wire: t.name.v, goName: goName(t.name.v), doc: t.description, enum: t.isEnum}
+		named[t.name.v] = nt
+		f.types = append(f.types, nt)
+	}
+	for _, t := range c.types {
+		nt := named[t.name.v]
+		if t.isEnum {
+			nt.values = enumValues(t.values)
+			continue
+		}
+		nt.fields = buildFields(t.fields, nt.goName, t.name.v, named, &nt.enums)
+	}
+	for _, e := range c.events {
+		ev := &event{wire: e.name.v, goName: goName(e.name.v), doc: e.description}
+		ev.direct = e.delivery != nil && e.delivery.v == "direct"
+		ev.fields = buildFields(e.fields, ev.goName, e.name.v, named, &ev.enums)
+		for _, k := range e.key {
+			for _, fl := range ev.fields {
+				if fl.wire == k.v {
+					ev.key = append(ev.key, fl)
+				}
+			}
+		}
+		ev.policy = resolvePolicy(&e.policy, c.defaults, ev.direct)
+		f.events = append(f.events, ev)
+	}
+	markValidates(f)
+	return f
+}
+
+// relCatalog names the catalog as seen from the output's directory (examples/events/x.go ->
+// ../../events.yaml), so the header is the same whichever directory the generator ran in.
+func relCatalog(out, base string) string {
+	depth := strings.Count(path.Dir(out), "/") + 1
+	if path.Dir(out) == "." {
+		depth = 0
+	}
+	return strings.Repeat("../", depth) + base
+}
+
+func enumValues(vals []str) []enumValue {
+	out := make([]enumValue, len(vals))
+	for i, v := range vals {
+		out[i] = enumValue{wire: v.v, goName: goName(v.v)}
+	}
+	return out
+}
+
+func buildFields(fs []*fieldDecl, owner, ownerWire string, named map[string]*namedType, enums *[]*namedType) []*field {
+	out := make([]*field, 0, len(fs))
+	for _, fd := range fs {
+		fl := &field{wire: fd.name.v, goName: goName(fd.name.v), doc: fd.description, optional: fd.optional}
+		switch {
+		case fd.goType != nil:
+			p, name, _ := splitGoType(fd.goType.v)
+			fl.t = &goType{kind: kGo, path: p, name: name}
+		case parseTypeExpr(fd.typ.v).base == "enum":
+			nt := &namedType{wire: ownerWire + "." + fd.name.v, goName: owner + fl.goName, doc: fd.description, enum: true, values: enumValues(fd.values)}
+			*enums = append(*enums, nt)
+			fl.t = &goType{kind: kNamed, named: nt}
+		default:
+			fl.t = typeOf(parseTypeExpr(fd.typ.v), named)
+		}
+		out = append(out, fl)
+	}
+	return out
+}
+
+func typeOf(te typeExpr, named map[string]*namedType) *goType {
+	var t *goType
+	if nt, ok := named[te.base]; ok {
+		t = &goType{kind: kNamed, named: nt}
+	} else {
+		t = &goType{kind: kBuiltin, builtin: te.base}
+	}
+	for i := len(te.wrappers) - 1; i >= 0; i-- {
+		if te.wrappers[i] == "[]" {
+			t = &goType{kind: kSlice, elem: t}
+		} else {
+			t = &goType{kind: kMap, elem: t}
+		}
+	}
+	return t
+}
+
+// resolvePolicy applies "most specific first": the event's setting, then defaults:; what
+// neither sets stays zero, which the runtime reads as its built-in default. Direct events
+// take no backoff (they retry briefly in-process).
+func resolvePolicy(e, d *policyDecl, direct bool) policy {
+	var p policy
+	pick := func(ev, def *str) *str {
+		if ev != nil {
+			return ev
+		}
+		if d != nil {
+			return def
+		}
+		return nil
+	}
+	var dm, dt, di, dx *str
+	if d != nil {
+		dm, dt, di, dx = d.maxAttempts, d.timeout, d.backoffInitial, d.backoffMax
+	}
+	if s := pick(e.maxAttempts, dm); s != nil {
+		p.maxAttempts, _ = strconv.Atoi(s.v)
+	}
+	if s := pick(e.timeout, dt); s != nil {
+		p.timeout, _ = parseDuration(s.v)
+	}
+	if direct {
+		return p
+	}
+	if s := pick(e.backoffInitial, di); s != nil {
+		p.initial, _ = parseDuration(s.v)
+	}
+	if s := pick(e.backoffMax, dx); s != nil {
+		p.max, _ = parseDuration(s.v)
+	}
+	return p
+}
+
+// markValidates decides which named types have something to validate (an enum inside,
+// directly or through other types), iterating to a fixed point because types may refer to
+// each other through lists, maps and pointers.
+func markValidates(f *file) {
+	var all []*namedType
+	for _, t := range f.types {
+		all = append(all, t)
+		all = append(all, t.enums...)
+	}
+	for _, e := range f.events {
+		all = append(all, e.enums...)
+	}
+	for _, t := range all {
+		t.validates = t.enum
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range all {
+			if t.validates {
+				continue
+			}
+			for _, fl := range t.fields {
+				if needsValidate(fl.t) {
+					t.validates = true
+					changed = true
+					break
+				}
+			}
+		}
+	}
+}
+
+func needsValidate(t *goType) bool {
+	switch t.kind {
+	case kNamed:
+		return t.named.validates
+	case kSlice, kMap:
+		return needsValidate(t.elem)
+	}
+	return false
+}
+
+// hasTime reports whether a value of t holds a time.Time that its own type's MarshalJSON
+// does not already normalise (named structs normalise their own fields).
+func hasTime(t *goType) bool {
+	switch t.kind {
+	case kBuiltin:
+		return t.builtin == "time"
+	case kSlice, kMap:
+		return hasTime(t.elem)
+	}
+	return false
+}

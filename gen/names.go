@@ -1,0 +1,88 @@
+package gen
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// initialisms are written in capitals in Go names (id -> ID, url -> URL), as golint and sqlc do.
+var initialisms = map[string]bool{
+	"acl": true, "api": true, "ascii": true, "cpu": true, "css": true, "db": true, "dns": true,
+	"eof": true, "guid": true, "html": true, "http": true, "https": true, "id": true, "ip": true,
+	"json": true, "lhs": true, "qps": true, "ram": true, "rhs": true, "rpc": true, "sla": true,
+	"smtp": true, "sql": true, "ssh": true, "tcp": true, "tls": true, "ttl": true, "udp": true,
+	"ui": true, "uid": true, "uuid": true, "uri": true, "url": true, "utf8": true, "vm": true,
+	"xml": true, "xmpp": true, "xsrf": true, "xss": true,
+}
+
+// goName is the ONE naming function: a catalog name (snake_case, dotted, or a free enum
+// value) becomes an exported Go name. Every character that is not an ASCII letter or digit
+// separates words; each word is capitalised, initialisms are written in capitals. Exported
+// names cannot be Go keywords, so keywords (type, func, range) need no escaping: type -> Type.
+// The result may be empty (a value made of punctuation only) or start with a digit; callers
+// that use it alone check both (validate), enum constants are prefixed with their type's name.
+func goName(s string) string {
+	var b strings.Builder
+	words := strings.FieldsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	for _, w := range words {
+		if initialisms[strings.ToLower(w)] {
+			b.WriteString(strings.ToUpper(w))
+			continue
+		}
+		b.WriteString(strings.ToUpper(w[:1]))
+		b.WriteString(w[1:])
+	}
+	return b.String()
+}
+
+// hint returns " (did you mean %q?)" for the candidate closest to s, when one is close enough
+// to be a likely typo, else "". Ties go to the earlier candidate in sorted order.
+func hint(s string, candidates []string, prefix string) string {
+	best, bestD := "", -1
+	sorted := append([]string(nil), candidates...)
+	sort.Strings(sorted)
+	for _, c := range sorted {
+		d := editDistance(strings.ToLower(s), strings.ToLower(c))
+		if bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := 2
+	if len(s) <= 3 {
+		limit = 1
+	}
+	if bestD < 0 || bestD > limit || bestD >= len(s) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%q?)", prefix, best)
+}
+
+// editDistance is the Levenshtein distance counting an adjacent swap as one edit
+// (optimal string alignment), so "strnig" is one edit from "string".
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}

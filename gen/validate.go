@@ -1,0 +1,494 @@
+package gen
+
+import (
+	"fmt"
+	"go/token"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// This file is the second stage: every semantic check of a loaded catalog, all problems
+// collected. The model stage runs only when validate found nothing, so it can trust its input.
+
+var (
+	wireNameRe  = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
+	typeNameRe  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	fieldNameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	packageRe   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	goIdentRe   = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]*$`)
+	goPathRe    = regexp.MustCompile(`^[A-Za-z0-9_.~+-]+(/[A-Za-z0-9_.~+-]+)*$`)
+)
+
+// builtinTypes are the catalog's scalar and special types, in the order DESIGN.md lists them.
+var builtinTypes = []string{"string", "bool", "int", "int32", "int64", "uint32", "uint64", "float64", "time", "duration", "bytes", "json"}
+
+func isBuiltin(s string) bool {
+	for _, b := range builtinTypes {
+		if b == s {
+			return true
+		}
+	}
+	return false
+}
+
+// keyScalars are the builtin types an idempotency key field may have (plus enums and {go:}).
+var keyScalars = map[string]bool{"string": true, "bool": true, "int": true, "int32": true, "int64": true, "uint32": true, "uint64": true, "time": true}
+
+// reservedMethods are the methods of generated structs, which a field's Go name must not take.
+var (
+	payloadMethods = []string{"EventType", "IdempotencyKey", "Validate", "MarshalJSON"}
+	structMethods  = []string{"Validate", "MarshalJSON"}
+)
+
+// typeExpr is a parsed field type: wrappers ("[]" or "map") around a base name.
+type typeExpr struct {
+	wrappers []string
+	base     string
+}
+
+func parseTypeExpr(s string) typeExpr {
+	var t typeExpr
+	s = strings.TrimSpace(s)
+	for {
+		switch {
+		case strings.HasPrefix(s, "[]"):
+			t.wrappers = append(t.wrappers, "[]")
+			s = strings.TrimSpace(s[2:])
+			continue
+		case strings.HasPrefix(s, "map[string]"):
+			t.wrappers = append(t.wrappers, "map")
+			s = strings.TrimSpace(s[len("map[string]"):])
+			continue
+		}
+		break
+	}
+	t.base = s
+	return t
+}
+
+// splitGoType splits "import/path.Type" at the last dot after the last slash.
+func splitGoType(s string) (importPath, name string, ok bool) {
+	slash := strings.LastIndex(s, "/")
+	dot := strings.LastIndex(s, ".")
+	if dot <= slash || dot == len(s)-1 {
+		return "", "", false
+	}
+	return s[:dot], s[dot+1:], true
+}
+
+type validator struct {
+	ps    *problems
+	c     *catalog
+	types map[string]*typeDecl
+	names map[string]nameOwner // every generated top-level Go name
+}
+
+type nameOwner struct {
+	what string
+	p    pos
+}
+
+func validate(c *catalog, ps *problems) {
+	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, names: map[string]nameOwner{}}
+	v.header()
+	v.policy(c.defaults, "defaults", false)
+	v.claim("Handlers", "the Handlers interface", c.root)
+	v.claim("NewRouter", "the NewRouter function", c.root)
+	for _, t := range c.types {
+		if !typeNameRe.MatchString(t.name.v) {
+			ps.add(t.name.p, "type %q: invalid name (use lower_snake_case: [a-z][a-z0-9_]*)", t.name.v)
+			continue
+		}
+		if isBuiltin(t.name.v) || t.name.v == "enum" {
+			ps.add(t.name.p, "type %q: the name of a built-in type; choose another", t.name.v)
+			continue
+		}
+		v.types[t.name.v] = t
+	}
+	for _, t := range c.types {
+		v.typeDecl(t)
+	}
+	if len(c.events) == 0 {
+		ps.add(c.root, "no events: add an events: mapping with at least one event")
+	}
+	for _, e := range c.events {
+		v.event(e)
+	}
+	v.cycles()
+}
+
+func (v *validator) header() {
+	c, ps := v.c, v.ps
+	switch {
+	case c.version == nil:
+		ps.add(c.root, "missing version: add `version: 1`")
+	case c.version.v != "1":
+		ps.add(c.version.p, "unsupported version %q: this outboxgen reads version 1", c.version.v)
+	}
+	switch {
+	case c.pkg == nil:
+		ps.add(c.root, "missing package: add `package: NAME`, the Go package of the generated file")
+	case !packageRe.MatchString(c.pkg.v):
+		ps.add(c.pkg.p, "package %q: not a valid Go package name (use lowercase letters, digits and _)", c.pkg.v)
+	case token.IsKeyword(c.pkg.v):
+		ps.add(c.pkg.p, "package %q: a Go keyword cannot be a package name", c.pkg.v)
+	}
+	if c.output != nil {
+		out := c.output.v
+		clean := path.Clean(strings.ReplaceAll(out, `\`, "/"))
+		switch {
+		case path.IsAbs(clean) || strings.HasPrefix(out, `\`) || (len(out) > 1 && out[1] == ':'):
+			ps.add(c.output.p, "output %q: must be a path relative to the catalog's directory", out)
+		case clean == ".." || strings.HasPrefix(clean, "../"):
+			ps.add(c.output.p, "output %q: outside the catalog's directory; generate next to the catalog or below it", out)
+		case !strings.HasSuffix(clean, ".go"):
+			ps.add(c.output.p, "output %q: must name a .go file", out)
+		case strings.HasSuffix(clean, "_test.go"):
+			ps.add(c.output.p, "output %q: a _test.go file is only compiled in tests; choose another name", out)
+		}
+	}
+}
+
+// claim records a generated top-level Go name and reports a collision with an earlier one.
+func (v *validator) claim(name, what string, p pos) {
+	if prev, taken := v.names[name]; taken {
+		v.ps.add(p, "%s: Go name %s collides with %s (line %d); rename one of them", what, name, prev.what, prev.p.line)
+		return
+	}
+	v.names[name] = nameOwner{what, p}
+}
+
+func (v *validator) policy(d *policyDecl, what string, direct bool) {
+	if d == nil {
+		return
+	}
+	if d.maxAttempts != nil {
+		n, err := strconv.Atoi(d.maxAttempts.v)
+		if err != nil || n < 1 {
+			v.ps.add(d.maxAttempts.p, "%s: max_attempts must be a whole number >= 1, found %q", what, d.maxAttempts.v)
+		}
+	}
+	if d.timeout != nil {
+		if _, err := parseDuration(d.timeout.v); err != nil {
+			v.ps.add(d.timeout.p, "%s: timeout: %v", what, err)
+		}
+	}
+	if direct && d.backoff != nil {
+		v.ps.add(d.backoff.p, "%s: backoff applies to outbox delivery; a direct event retries a few times within its timeout", what)
+		return
+	}
+	if d.backoff != nil && d.backoffInitial == nil && d.backoffMax == nil {
+		v.ps.add(d.backoff.p, "%s: backoff: set initial, max or both", what)
+	}
+	var initial, max time.Duration
+	if d.backoffInitial != nil {
+		var err error
+		if initial, err = parseDuration(d.backoffInitial.v); err != nil {
+			v.ps.add(d.backoffInitial.p, "%s: backoff: initial: %v", what, err)
+		}
+	}
+	if d.backoffMax != nil {
+		var err error
+		if max, err = parseDuration(d.backoffMax.v); err != nil {
+			v.ps.add(d.backoffMax.p, "%s: backoff: max: %v", what, err)
+		}
+	}
+	if initial > 0 || max > 0 {
+		// Compare what the worker will use: unset bounds come from defaults:, then the runtime.
+		ri, rm := initial, max
+		if dd := v.c.defaults; dd != nil && d != dd {
+			if ri == 0 && dd.backoffInitial != nil {
+				ri, _ = parseDuration(dd.backoffInitial.v)
+			}
+			if rm == 0 && dd.backoffMax != nil {
+				rm, _ = parseDuration(dd.backoffMax.v)
+			}
+		}
+		if ri == 0 {
+			ri = outbox.DefaultBackoffInitial
+		}
+		if rm == 0 {
+			rm = outbox.DefaultBackoffMax
+		}
+		if ri > rm {
+			v.ps.add(d.backoff.p, "%s: backoff: initial %v is longer than max %v", what, ri, rm)
+		}
+	}
+}
+
+func (v *validator) typeDecl(t *typeDecl) {
+	what := fmt.Sprintf("type %q", t.name.v)
+	name := goName(t.name.v)
+	if typeNameRe.MatchString(t.name.v) {
+		v.claim(name, what, t.name.p)
+	}
+	if t.isEnum {
+		if t.kind != nil && t.kind.v != "enum" {
+			v.ps.add(t.kind.p, "%s: type must be enum (a struct type has fields: instead), found %q", what, t.kind.v)
+		}
+		if t.fieldsPos != nil {
+			v.ps.add(*t.fieldsPos, "%s: an enum has values:, not fields:", what)
+		}
+		v.enumValues(t.values, t.valuesPos, t.name.p, what, name)
+		return
+	}
+	if t.fieldsPos == nil {
+		v.ps.add(t.name.p, "%s: needs fields: (a struct) or type: enum with values:", what)
+		return
+	}
+	v.fields(t.fields, what, name, structMethods)
+}
+
+func (v *validator) enumValues(values []str, at *pos, owner pos, what, typeName string) {
+	if at == nil {
+		v.ps.add(owner, "%s: an enum needs values: [A, B, ...]", what)
+		return
+	}
+	if len(values) == 0 {
+		v.ps.add(*at, "%s: an enum needs at least one value", what)
+		return
+	}
+	seen := map[string]pos{}
+	goSeen := map[string]string{}
+	for _, val := range values {
+		if val.v == "" {
+			v.ps.add(val.p, "%s: empty enum value", what)
+			continue
+		}
+		if first, dup := seen[val.v]; dup {
+			v.ps.add(val.p, "%s: duplicate enum value %q (first at line %d)", what, val.v, first.line)
+			continue
+		}
+		seen[val.v] = val.p
+		g := goName(val.v)
+		if g == "" {
+			v.ps.add(val.p, "%s: enum value %q has no letters or digits to name its Go constant", what, val.v)
+			continue
+		}
+		if other, dup := goSeen[g]; dup {
+			v.ps.add(val.p, "%s: enum values %q and %q have the same Go name %s%s", what, other, val.v, typeName, g)
+			continue
+		}
+		goSeen[g] = val.v
+		v.claim(typeName+g, fmt.Sprintf("%s: value %q", what, val.v), val.p)
+	}
+}
+
+// fields checks a struct's fields; owner is the Go name of the struct, methods its own.
+func (v *validator) fields(fs []*fieldDecl, what, owner string, methods []string) {
+	goNames := map[string]string{}
+	for _, f := range fs {
+		fwhat := fmt.Sprintf("%s: field %q", what, f.name.v)
+		if !fieldNameRe.MatchString(f.name.v) {
+			v.ps.add(f.name.p, "%s: invalid field name (use letters, digits and _, starting with a letter)", fwhat)
+		} else {
+			g := goName(f.name.v)
+			if other, dup := goNames[g]; dup {
+				v.ps.add(f.name.p, "%s: Go name %s collides with field %q; rename one of them", fwhat, g, other)
+			} else {
+				goNames[g] = f.name.v
+			}
+			for _, m := range methods {
+				if g == m {
+					v.ps.add(f.name.p, "%s: Go name %s collides with the generated method %s.%s; rename the field", fwhat, g, owner, m)
+				}
+			}
+		}
+		v.fieldType(f, fwhat, owner)
+	}
+}
+
+func (v *validator) fieldType(f *fieldDecl, what, owner string) {
+	if f.goType != nil {
+		if f.typ != nil {
+			v.ps.add(f.typ.p, "%s: set either type: or go:, not both", what)
+		}
+		if f.values != nil {
+			v.ps.add(*f.valuesPos, "%s: values: belong to type: enum", what)
+		}
+		p, name, ok := splitGoType(f.goType.v)
+		if !ok || !goPathRe.MatchString(p) || !goIdentRe.MatchString(name) {
+			v.ps.add(f.goType.p, "%s: go: %q must be \"import/path.Type\" with an exported type name", what, f.goType.v)
+		}
+		return
+	}
+	if f.typ == nil {
+		return // reported by load
+	}
+	te := parseTypeExpr(f.typ.v)
+	if te.base == "enum" {
+		if len(te.wrappers) > 0 {
+			v.ps.add(f.typ.p, "%s: an inline enum cannot be wrapped in %q; declare it under types: and use that name", what, f.typ.v)
+			return
+		}
+		v.enumValues(f.values, f.valuesPos, f.typ.p, what, owner+goName(f.name.v))
+		v.claim(owner+goName(f.name.v), what+" (its enum type)", f.name.p)
+		return
+	}
+	if f.values != nil {
+		v.ps.add(*f.valuesPos, "%s: values: belong to type: enum", what)
+	}
+	if isBuiltin(te.base) {
+		return
+	}
+	if _, ok := v.types[te.base]; ok {
+		return
+	}
+	candidates := append([]string{"enum"}, builtinTypes...)
+	for _, t := range v.c.types {
+		candidates = append(candidates, t.name.v)
+	}
+	switch {
+	case te.base == "":
+		v.ps.add(f.typ.p, "%s: missing element type in %q", what, f.typ.v)
+	case strings.HasPrefix(te.base, "map[") || strings.HasPrefix(te.base, "*") || strings.HasPrefix(te.base, "["):
+		v.ps.add(f.typ.p, "%s: unsupported type %q (use []T, map[string]T, or optional: true for a pointer)", what, f.typ.v)
+	case strings.Contains(te.base, "."):
+		v.ps.add(f.typ.p, "%s: unknown type %q (for a Go type, write {go: %q})", what, te.base, te.base)
+	default:
+		v.ps.add(f.typ.p, "%s: unknown type %q%s", what, te.base, hint(te.base, candidates, ""))
+	}
+}
+
+func (v *validator) event(e *eventDecl) {
+	what := fmt.Sprintf("event %q", e.name.v)
+	if !wireNameRe.MatchString(e.name.v) {
+		v.ps.add(e.name.p, "%s: invalid wire name (use [a-z][a-z0-9_.]*, e.g. payment_failed)", what)
+		return
+	}
+	direct := false
+	if e.delivery != nil {
+		switch e.delivery.v {
+		case "outbox":
+		case "direct":
+			direct = true
+		default:
+			v.ps.add(e.delivery.p, "%s: delivery must be outbox or direct, found %q%s", what, e.delivery.v, hint(e.delivery.v, []string{"outbox", "direct"}, ""))
+		}
+	}
+	name := goName(e.name.v)
+	v.claim(name, what, e.name.p)
+	v.claim(name+"Handler", what+" (its handler interface)", e.name.p)
+	if direct {
+		v.claim("Send"+name, what+" (its Send function)", e.name.p)
+	} else {
+		v.claim("Enqueue"+name, what+" (its Enqueue function)", e.name.p)
+		v.claim("Register"+name, what+" (its Register function)", e.name.p)
+	}
+	v.policy(&e.policy, what, direct)
+	v.fields(e.fields, what, name, payloadMethods)
+	if e.keyPos == nil {
+		return
+	}
+	if len(e.key) == 0 {
+		v.ps.add(*e.keyPos, "%s: idempotency_key: list at least one field, or leave the key out", what)
+	}
+	byName := map[string]*fieldDecl{}
+	var names []string
+	for _, f := range e.fields {
+		byName[f.name.v] = f
+		names = append(names, f.name.v)
+	}
+	seen := map[string]bool{}
+	for _, k := range e.key {
+		kwhat := fmt.Sprintf("%s: idempotency_key %q", what, k.v)
+		f, ok := byName[k.v]
+		switch {
+		case !ok:
+			v.ps.add(k.p, "%s: no such field%s", kwhat, hint(k.v, names, ""))
+		case seen[k.v]:
+			v.ps.add(k.p, "%s: listed twice", kwhat)
+		case f.optional:
+			v.ps.add(k.p, "%s: the field is optional; key fields must always be set", kwhat)
+		case !v.keyScalar(f):
+			v.ps.add(k.p, "%s: the field is not a scalar (use string, bool, an integer, time, an enum or a {go:} string type)", kwhat)
+		}
+		seen[k.v] = true
+	}
+}
+
+func (v *validator) keyScalar(f *fieldDecl) bool {
+	if f.goType != nil {
+		return true // the generated string(...) conversion makes the compiler check the kind
+	}
+	if f.typ == nil {
+		return false
+	}
+	te := parseTypeExpr(f.typ.v)
+	if len(te.wrappers) > 0 {
+		return false
+	}
+	if te.base == "enum" || keyScalars[te.base] {
+		return true
+	}
+	t, ok := v.types[te.base]
+	return ok && t.isEnum
+}
+
+// cycles reports struct types that contain themselves by value: such a struct has infinite
+// size. A reference through []T, map[string]T or optional: true is fine.
+func (v *validator) cycles() {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var names []string
+	for n := range v.types {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	reported := map[string]bool{}
+	var visit func(name string, path []string)
+	visit = func(name string, path []string) {
+		t := v.types[name]
+		if t == nil || t.isEnum {
+			return
+		}
+		color[name] = grey
+		for _, f := range t.fields {
+			if f.typ == nil || f.optional {
+				continue
+			}
+			te := parseTypeExpr(f.typ.v)
+			if len(te.wrappers) > 0 {
+				continue
+			}
+			next := te.base
+			switch color[next] {
+			case grey:
+				start := v.types[next]
+				if !reported[next] && start != nil {
+					reported[next] = true
+					chain := append(append([]string(nil), path...), name+"."+f.name.v, next)
+					v.ps.add(f.name.p, "type %q: contains itself by value (%s); make the field optional: true, or a list", next, strings.Join(cycleChain(chain, next), " -> "))
+				}
+			case white:
+				visit(next, append(path, name+"."+f.name.v))
+			}
+		}
+		color[name] = black
+	}
+	for _, n := range names {
+		if color[n] == white {
+			visit(n, nil)
+		}
+	}
+}
+
+// cycleChain trims a DFS path to the cycle that starts and ends at name.
+func cycleChain(chain []string, name string) []string {
+	for i, step := range chain {
+		if step == name || strings.HasPrefix(step, name+".") {
+			return chain[i:]
+		}
+	}
+	return chain
+}

@@ -1,0 +1,200 @@
+// Package cli is the outboxgen command, as a function of its arguments and output streams so
+// tests run it in-process (cmd/outboxgen/main.go is one line over Main). The generator's
+// subcommands and the dispatcher live here; the operator subcommands live in ops.go.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/outboxgen/outboxgen/gen"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Exit codes of the generator's subcommands (DESIGN.md): 1 = invalid catalog or stale output,
+// 2 = usage.
+const (
+	genExitOK      = 0
+	genExitInvalid = 1
+	genExitUsage   = 2
+)
+
+const mainHelp = `outboxgen turns events.yaml into typed Go code over a transactional outbox on MySQL/MariaDB,
+and operates that outbox.
+
+usage: outboxgen <command> [flags]
+
+Generator:
+  generate [-f events.yaml]   write the Go file the catalog's output: names
+  check    [-f events.yaml]   validate the catalog; write nothing
+  diff     [-f events.yaml]   print a unified diff and exit 1 when the file on disk is stale
+  schema                      print the DDL (for goose, atlas, golang-migrate)
+  version                     print the version
+
+Operations (the database from --dsn or $OUTBOX_DSN):
+  status                      counts by event type, stale and stuck rows, recent failures
+  retry                       move FAILED messages back to PENDING
+  purge                       delete SENT (or FAILED) messages older than a retention
+  migrate                     create the tables, idempotently
+
+  help                        this text; "outboxgen <command> -h" describes a command
+
+Install in a module: go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen
+Then, next to events.yaml: //go:generate go tool outboxgen generate -f events.yaml
+
+Exit codes: 0 ok, 1 invalid catalog or stale output (status --check: a problem found),
+2 usage, 3 database failure (operations).
+`
+
+// Main runs outboxgen with args (without the program name) and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainHelp)
+		return genExitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, mainHelp)
+		return genExitOK
+	case "generate", "check", "diff":
+		return runCatalog(cmd, rest, stdout, stderr)
+	case "schema":
+		return runSimple("schema", rest, stdout, stderr, func() { fmt.Fprint(stdout, outbox.Schema()) })
+	case "version":
+		return runSimple("version", rest, stdout, stderr, func() { fmt.Fprintf(stdout, "outboxgen %s\n", version()) })
+	case "status":
+		return runStatus(rest, stdout, stderr)
+	case "retry":
+		return runRetry(rest, stdout, stderr)
+	case "purge":
+		return runPurge(rest, stdout, stderr)
+	case "migrate":
+		return runMigrate(rest, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "outboxgen: unknown command %q\nRun 'outboxgen help' for the list of commands.\n", cmd)
+	return genExitUsage
+}
+
+var catalogHelp = map[string]string{
+	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",
+	"check":    "usage: outboxgen check [-f events.yaml]\n\nValidates the catalog and prints every problem; writes nothing.\n",
+	"diff":     "usage: outboxgen diff [-f events.yaml]\n\nPrints a unified diff from the file on disk to what generate would write, and exits 1\nwhen they differ (for CI: the committed code is stale).\n",
+}
+
+func runCatalog(cmd string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("outboxgen "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("f", "events.yaml", "the catalog")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), catalogHelp[cmd], "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	src, err := os.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "outboxgen %s: %v\n", cmd, err)
+		return genExitInvalid
+	}
+	if cmd == "check" {
+		if err := gen.Check(*path, src); err != nil {
+			return reportCatalog(stderr, err)
+		}
+		return genExitOK
+	}
+	files, err := gen.Generate(*path, src)
+	if err != nil {
+		return reportCatalog(stderr, err)
+	}
+	if cmd == "diff" {
+		d, err := gen.Diff(files)
+		if err != nil {
+			fmt.Fprintf(stderr, "outboxgen diff: %v\n", err)
+			return genExitInvalid
+		}
+		if d != "" {
+			fmt.Fprint(stdout, d)
+			return genExitInvalid
+		}
+		return genExitOK
+	}
+	if _, err := gen.Write(files); err != nil {
+		fmt.Fprintf(stderr, "outboxgen generate: %v\n", err)
+		return genExitInvalid
+	}
+	return genExitOK
+}
+
+// reportCatalog prints a catalog's problems one per line, in the go build shape.
+func reportCatalog(stderr io.Writer, err error) int {
+	var list gen.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return genExitInvalid
+	}
+	fmt.Fprintf(stderr, "outboxgen: %v\n", err)
+	return genExitInvalid
+}
+
+// runSimple runs a command that takes no arguments.
+func runSimple(cmd string, args []string, stdout, stderr io.Writer, run func()) int {
+	fs := flag.NewFlagSet("outboxgen "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "usage: outboxgen %s\n", cmd) }
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "outboxgen %s: takes no arguments, got %q\n", cmd, fs.Args())
+		return genExitUsage
+	}
+	run()
+	return genExitOK
+}
+
+// parseFlags parses args; -h prints the usage to stdout and exits 0, a bad flag exits 2.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return genExitOK, false
+	}
+	if err != nil {
+		return genExitUsage, false // the flag package has printed the problem and the usage
+	}
+	if fs.NArg() > 0 && fs.Lookup("f") != nil {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (name the catalog with -f)\n", fs.Name(), fs.Arg(0))
+		return genExitUsage, false
+	}
+	return 0, true
+}
+
+// version is the module version when built by `go install`/`go tool` from a tagged module,
+// or "(devel)" in this repository.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Main.Version == "" {
+		return "(devel)"
+	}
+	if info.Main.Path != "github.com/outboxgen/outboxgen" {
+		// Built as a tool of another module: report our dependency's version.
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/outboxgen/outboxgen" {
+				if dep.Replace != nil {
+					return dep.Version + " (replaced by " + dep.Replace.Path + ")"
+				}
+				return dep.Version
+			}
+		}
+	}
+	return info.Main.Version
+}
