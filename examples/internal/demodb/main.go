@@ -23,7 +23,7 @@ const DefaultDatabase = "outboxgen_demo"
 
 // demoTables are the tables a demo run creates: the outbox's own and the signup example's.
 // Cleanup of a database the demo did not create drops exactly these, nothing else.
-var demoTables = []string{"outbox_messages", "outbox_inbox", "outbox_job_runs", "companies"}
+var demoTables = []string{"outbox_messages", "outbox_inbox", "outbox_job_runs", "companies", "users"}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
