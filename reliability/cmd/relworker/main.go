@@ -1,0 +1,243 @@
+//go:build reliability
+
+// Command relworker is the fault suite's worker process: one outbox.Worker whose handler for
+// "rel.msg" appends every call to a ledger file (see reliability/internal/ledger) and behaves
+// as the message's payload says (succeed, fail, panic, hang...). The suite starts, kills -9
+// and restarts it; it stops on SIGTERM or SIGINT by cancelling Run's context.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/reliability/internal/ledger"
+	"github.com/outboxgen/outboxgen/runtime/incident"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// EventType is the one type relworker handles; any other type stays PENDING for it.
+const EventType = "rel.msg"
+
+// Payload says how the handler behaves for one message. The seq also lives in the
+// idempotency key ("seq:N"), so even a payload that does not decode is traceable.
+type Payload struct {
+	Seq  int64  `json:"seq"`
+	Mode string `json:"mode"` // ok (default), fail, failuntil, slowuntil, perm, panic, hang, lateok
+	MS   int    `json:"ms"`   // ok: work time (honours ctx); hang: time spent ignoring ctx
+	// Until: failuntil fails attempts below Until, then succeeds; slowuntil works MS (honouring
+	// ctx, so past the timeout it fails with the deadline) on attempts below Until, then succeeds.
+	Until int `json:"until"`
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		dsn         = flag.String("dsn", "", "DSN of the outbox database")
+		ledgerPath  = flag.String("ledger", "", "ledger file to append to")
+		proc        = flag.String("proc", "", "process name in the ledger")
+		batch       = flag.Int("batch", 16, "Config.BatchSize")
+		concurrency = flag.Int("concurrency", 8, "Config.Concurrency")
+		poll        = flag.Duration("poll", 100*time.Millisecond, "Config.PollInterval")
+		stale       = flag.Duration("stale", 2*time.Second, "Config.StaleAfter")
+		shutdown    = flag.Duration("shutdown", 3*time.Second, "Config.ShutdownTimeout")
+		timeout     = flag.Duration("timeout", 500*time.Millisecond, "handler timeout (Policy.Timeout)")
+		backoff     = flag.Duration("backoff", 50*time.Millisecond, "Policy.Backoff.Initial (Max is 4x)")
+		memEvery    = flag.Duration("mem", time.Second, "memory sample interval in the ledger")
+		maxConns    = flag.Int("maxconns", 0, "SetMaxOpenConns (0 = unlimited)")
+	)
+	flag.Parse()
+	if *dsn == "" || *ledgerPath == "" || *proc == "" {
+		fmt.Fprintln(os.Stderr, "relworker: -dsn, -ledger and -proc are required")
+		return 2
+	}
+	lw, err := ledger.Create(*ledgerPath, *proc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relworker:", err)
+		return 1
+	}
+	defer lw.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("proc", *proc)
+	mustLog := func(l ledger.Line) {
+		// A ledger line that cannot be written makes the whole run unprovable: stop loudly.
+		if err := lw.Write(l); err != nil {
+			logger.Error("ledger write failed", "err", err)
+			os.Exit(3)
+		}
+	}
+	mustLog(ledger.Line{T: ledger.KindStart, Subject: strconv.Itoa(os.Getpid())})
+
+	db, err := sql.Open("mysql", *dsn)
+	if err != nil {
+		logger.Error("open", "err", err)
+		return 1
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(*maxConns)
+
+	router := outbox.NewRouter()
+	router.Handle(EventType, outbox.Policy{
+		Backoff: outbox.Backoff{Initial: *backoff, Max: 4 * *backoff},
+		Timeout: *timeout,
+	}, handler(mustLog))
+
+	reporter := incident.Func(func(ctx context.Context, in incident.Incident) {
+		e := ""
+		if in.Err != nil {
+			e = in.Err.Error()
+		}
+		mustLog(ledger.Line{T: ledger.KindIncident, Kind: string(in.Kind), Subject: in.Subject, Err: e})
+		incident.Slog(logger).Report(ctx, in)
+	})
+	cfg := outbox.Config{
+		BatchSize: *batch, Concurrency: *concurrency, PollInterval: *poll,
+		StaleAfter: *stale, ShutdownTimeout: *shutdown, Logger: logger, Reporter: reporter,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	// NewWorker checks the connection; the server may be restarting when this process starts.
+	var w *outbox.Worker
+	for {
+		w, err = outbox.NewWorker(db, router, cfg)
+		if err == nil {
+			break
+		}
+		logger.Warn("NewWorker failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			mustLog(ledger.Line{T: ledger.KindExit, Err: err.Error()})
+			return 1
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	go func() {
+		t := time.NewTicker(*memEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				mustLog(ledger.Line{T: ledger.KindMem, Heap: ms.HeapInuse, RSS: rss()})
+			}
+		}
+	}()
+
+	err = w.Run(ctx)
+	e := ""
+	if err != nil {
+		e = err.Error()
+	}
+	mustLog(ledger.Line{T: ledger.KindExit, Err: e})
+	if err != nil {
+		logger.Error("Run", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func handler(log func(ledger.Line)) outbox.HandlerFunc {
+	return func(ctx context.Context, raw json.RawMessage, d outbox.Delivery) (err error) {
+		id := int64(d.MessageID)
+		log(ledger.Line{T: ledger.KindCall, ID: id, Key: d.IdempotencyKey, Token: d.ClaimToken, Attempt: d.Attempt})
+		// The done line is written before the worker records the result, so a SENT row's
+		// claim always has one; a panic is logged as a failure and keeps unwinding into the
+		// worker, which must treat it as an error.
+		defer func() {
+			if r := recover(); r != nil {
+				log(ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, Err: fmt.Sprintf("panic: %v", r)})
+				panic(r)
+			}
+			l := ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, OK: err == nil}
+			if err != nil {
+				l.Err = err.Error()
+			}
+			log(l)
+		}()
+		var p Payload
+		if err := json.Unmarshal(raw, &p); err != nil {
+			// What generated handler wrappers do with a payload that does not decode.
+			return outbox.Permanent(fmt.Errorf("decode %s payload: %w", d.EventType, err))
+		}
+		if want := "seq:" + strconv.FormatInt(p.Seq, 10); want != d.IdempotencyKey {
+			return outbox.Permanent(fmt.Errorf("payload seq %d does not match key %q", p.Seq, d.IdempotencyKey))
+		}
+		switch p.Mode {
+		case "", "ok":
+			if p.MS > 0 {
+				select {
+				case <-time.After(time.Duration(p.MS) * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		case "fail":
+			return errors.New("designed to fail")
+		case "failuntil":
+			if d.Attempt < p.Until {
+				return fmt.Errorf("designed to fail until attempt %d", p.Until)
+			}
+			return nil
+		case "slowuntil":
+			if d.Attempt < p.Until {
+				select {
+				case <-time.After(time.Duration(p.MS) * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		case "perm":
+			return outbox.Permanent(errors.New("designed to fail permanently"))
+		case "panic":
+			panic("designed to panic")
+		case "hang":
+			// Ignores its context on purpose: the worker can only report it and move on.
+			time.Sleep(time.Duration(p.MS) * time.Millisecond)
+			return errors.New("hung past its timeout")
+		case "lateok":
+			// Succeeds after its deadline: still a success; the fence decides whether it lands.
+			<-ctx.Done()
+			return nil
+		default:
+			return outbox.Permanent(fmt.Errorf("unknown mode %q", p.Mode))
+		}
+	}
+}
+
+// rss is the process's resident set size from /proc (0 where unavailable).
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
+}

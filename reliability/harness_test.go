@@ -1,0 +1,560 @@
+//go:build reliability
+
+// Package reliability is the fault suite (issue 7): real worker processes (cmd/relworker)
+// against a MariaDB of its own, which it stops, restarts and kills. Run it with
+// scripts/reliability; it is build-tagged so `go test ./...` never runs it beside the other
+// packages. OUTBOX_SOAK=1 runs the long variant.
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/reliability/internal/ledger"
+	"github.com/outboxgen/outboxgen/reliability/internal/server"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+const (
+	eventType = "rel.msg"    // handled by relworker
+	nobody    = "rel.nobody" // handled by no worker: must stay PENDING, never claimed
+)
+
+var (
+	srv       *server.Server
+	workerBin string
+	soak      = os.Getenv("OUTBOX_SOAK") == "1"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "outboxgen-rel-bin.")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	workerBin = filepath.Join(tmp, "relworker")
+	args := []string{"build", "-tags", "reliability", "-o", workerBin}
+	if os.Getenv("OUTBOX_REL_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "./cmd/relworker")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reliability: build relworker: %v\n%s", err, out)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	srv, err = server.New(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reliability:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "reliability: own MariaDB on %s (datadir %s)\n", srv.Addr(), srv.Dir)
+	code := m.Run()
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "reliability: close server:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// env is one scenario: its own database, its ledger directory, its enqueue record and its
+// worker processes.
+type env struct {
+	t      *testing.T
+	name   string
+	dbName string
+	db     *sql.DB // the test process's pool (user outbox)
+	dir    string
+
+	mu    sync.Mutex
+	enq   []ledger.Enqueued
+	procs []*proc
+
+	seq        atomic.Int64
+	enqErrors  atomic.Int64
+	incarnated map[string]int
+}
+
+func newEnv(t *testing.T, name string) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dbName := "rel_" + name
+	if _, err := srv.Admin().ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	db, err := sql.Open("mysql", srv.DSN("outbox", dbName, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	dir := t.TempDir()
+	e := &env{t: t, name: name, dbName: dbName, db: db, dir: dir, incarnated: map[string]int{}}
+	t.Cleanup(func() {
+		e.stopAll(false)
+		db.Close()
+		if t.Failed() {
+			e.dumpLogs()
+		}
+		if _, err := srv.Admin().Exec("DROP DATABASE IF EXISTS " + dbName); err != nil {
+			t.Logf("drop database %s: %v", dbName, err)
+		}
+	})
+	return e
+}
+
+// spec is one message to enqueue.
+type spec struct {
+	Payload     any // marshalled; a json.RawMessage is used as is
+	EventType   string
+	MaxAttempts int
+	Expect      ledger.Expect
+}
+
+func okMsg(ms int) spec {
+	return spec{Payload: map[string]any{"mode": "ok", "ms": ms}, Expect: ledger.ExpectSent, MaxAttempts: 100}
+}
+
+var errRollback = errors.New("rolled back on purpose")
+
+// enqueueTx enqueues msgs in one transaction, committed or rolled back, and records each
+// message's fate: Committed when Commit returned nil, Ambiguous when Commit failed (the server
+// may have committed before the connection died), RolledBack when the transaction never
+// committed (rolled back on purpose, or an error before Commit). Its own transaction rather
+// than InTx so that the commit error is told apart from the others exactly.
+func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
+	keys := make([]string, len(msgs))
+	recs := make([]ledger.Enqueued, len(msgs))
+	for i, m := range msgs {
+		seq := e.seq.Add(1)
+		keys[i] = fmt.Sprintf("seq:%d", seq)
+		if m.Expect == "" {
+			m.Expect = ledger.ExpectSent
+		}
+		recs[i] = ledger.Enqueued{Key: keys[i], State: ledger.RolledBack, Expect: m.Expect}
+	}
+	record := func(s ledger.State) {
+		e.mu.Lock()
+		for i := range recs {
+			recs[i].State = s
+			e.enq = append(e.enq, recs[i])
+		}
+		e.mu.Unlock()
+	}
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		record(ledger.RolledBack) // nothing was inserted
+		e.enqErrors.Add(1)
+		return err
+	}
+	for i, m := range msgs {
+		var payload json.RawMessage
+		seq := strings.TrimPrefix(keys[i], "seq:")
+		switch p := m.Payload.(type) {
+		case json.RawMessage:
+			payload = p
+		case map[string]any:
+			cp := map[string]any{}
+			for k, v := range p {
+				cp[k] = v
+			}
+			cp["seq"] = json.Number(seq)
+			payload, err = json.Marshal(cp)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+		default:
+			e.t.Fatalf("spec payload %T", m.Payload)
+		}
+		et := m.EventType
+		if et == "" {
+			et = eventType
+		}
+		if _, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: et, Payload: payload,
+			IdempotencyKey: keys[i], MaxAttempts: m.MaxAttempts}); err != nil {
+			rbErr := tx.Rollback()
+			record(ledger.RolledBack)
+			e.enqErrors.Add(1)
+			return errors.Join(err, rbErr)
+		}
+	}
+	if rollback {
+		if err := tx.Rollback(); err != nil {
+			// The transaction never committed whatever Rollback says.
+			e.enqErrors.Add(1)
+		}
+		record(ledger.RolledBack)
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		record(ledger.Ambiguous)
+		e.enqErrors.Add(1)
+		return err
+	}
+	record(ledger.Committed)
+	return nil
+}
+
+// load runs n enqueuer goroutines until ctx is done: each transaction holds 1-3 messages from
+// gen, and one in rollbackEvery transactions is rolled back. Errors are counted and the
+// enqueuers keep going (a restarting server is expected to fail some of them).
+func (e *env) load(ctx context.Context, n int, pause time.Duration, rollbackEvery int, gen func(r *rand.Rand) spec) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
+			for ctx.Err() == nil {
+				k := 1 + r.IntN(3)
+				msgs := make([]spec, k)
+				for i := range msgs {
+					msgs[i] = gen(r)
+				}
+				// A short per-transaction deadline: a transaction stuck on a dead server fails
+				// and the enqueuer moves on, as an application request would.
+				tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = e.enqueueTx(tctx, msgs, rollbackEvery > 0 && r.IntN(rollbackEvery) == 0) // counted in enqErrors
+				cancel()
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+			}
+		}(g)
+	}
+	return &wg
+}
+
+// proc is one relworker process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  *os.File
+}
+
+type workerOpts struct {
+	addr  string // "" = the server directly; else a proxy address
+	flags []string
+}
+
+// startWorker starts a relworker incarnation of role (w1, w2...): its ledger file and log are
+// named role.N so a restarted process never writes into its predecessor's file.
+func (e *env) startWorker(role string, o workerOpts) *proc {
+	e.t.Helper()
+	e.mu.Lock()
+	e.incarnated[role]++
+	name := fmt.Sprintf("%s.%d", role, e.incarnated[role])
+	e.mu.Unlock()
+	logf, err := os.Create(filepath.Join(e.dir, name+".log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	args := append([]string{
+		"-dsn", srv.DSN("relworker", e.dbName, o.addr),
+		"-ledger", filepath.Join(e.dir, name+".jsonl"),
+		"-proc", name,
+	}, o.flags...)
+	cmd := exec.Command(workerBin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logf}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill9 is SIGKILL: no shutdown, no deferred code; in-flight claims stay PROCESSING.
+func (p *proc) kill9() {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		panic(err)
+	}
+	<-p.done
+}
+
+// term asks for a graceful stop and returns an error if the process does not exit within
+// wait or exits with a failure.
+func (p *proc) term(wait time.Duration) error {
+	if p.exited() {
+		return fmt.Errorf("%s had already exited: %v", p.name, p.err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%s exited after SIGTERM: %v", p.name, p.err)
+		}
+		return nil
+	case <-time.After(wait):
+		p.kill9()
+		return fmt.Errorf("%s did not exit within %v of SIGTERM (killed)", p.name, wait)
+	}
+}
+
+// stopAll stops every live process; with check, a process that died on its own or does not
+// stop cleanly fails the test.
+func (e *env) stopAll(check bool) {
+	e.mu.Lock()
+	procs := append([]*proc(nil), e.procs...)
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		if p.exited() {
+			continue
+		}
+		wg.Add(1)
+		go func(p *proc) {
+			defer wg.Done()
+			if err := p.term(20 * time.Second); err != nil && check {
+				e.t.Errorf("stop worker: %v", err)
+			}
+		}(p)
+	}
+	wg.Wait()
+}
+
+// requireAlive fails the test if a process exited on its own (not killed by the suite).
+func (e *env) requireAlive(ps ...*proc) {
+	e.t.Helper()
+	for _, p := range ps {
+		if p.exited() {
+			e.t.Fatalf("worker %s exited on its own: %v (log below)\n%s", p.name, p.err, tail(filepath.Join(e.dir, p.name+".log"), 30))
+		}
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *env) dumpLogs() {
+	files, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	for _, f := range files {
+		e.t.Logf("--- %s (tail)\n%s", filepath.Base(f), tail(f, 15))
+	}
+}
+
+// countLogLines counts lines of every worker log that contain s (e.g. error-level lines).
+func (e *env) countLogLines(s string) int {
+	files, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	n := 0
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			e.t.Error(err)
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), s) {
+				n++
+			}
+		}
+		fh.Close()
+	}
+	return n
+}
+
+// settle waits until no row of a handled type is PENDING or PROCESSING (every message reached
+// SENT or FAILED), or fails after timeout with the counts.
+func (e *env) settle(timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var pending, processing int
+	for {
+		err := e.db.QueryRow(`SELECT CAST(COALESCE(SUM(status='PENDING'),0) AS SIGNED), CAST(COALESCE(SUM(status='PROCESSING'),0) AS SIGNED)
+			FROM outbox_messages WHERE event_type = ?`, eventType).Scan(&pending, &processing)
+		if err == nil && pending == 0 && processing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("not settled after %v: pending=%d processing=%d (last error %v)", timeout, pending, processing, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rows reads every row's final state.
+func (e *env) rows() []ledger.Row {
+	e.t.Helper()
+	rs, err := e.db.Query(`SELECT id, idempotency_key, event_type, status, attempts, COALESCE(claim_token,''), COALESCE(last_error,'')
+		FROM outbox_messages ORDER BY id`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []ledger.Row
+	for rs.Next() {
+		var r ledger.Row
+		if err := rs.Scan(&r.ID, &r.Key, &r.EventType, &r.Status, &r.Attempts, &r.ClaimToken, &r.LastError); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) lines() []ledger.Line {
+	e.t.Helper()
+	ls, torn, err := ledger.ReadDir(e.dir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if torn > 0 {
+		e.t.Errorf("%d torn ledger line(s): a line must be one write", torn)
+	}
+	return ls
+}
+
+// check stops the workers, runs the ledger check, logs and reports the counts, and fails the
+// test on any problem. faults describes what was injected, for the report.
+func (e *env) check(allowDup bool, faults string) (ledger.Result, []ledger.Line, []ledger.Row) {
+	e.t.Helper()
+	e.stopAll(true)
+	rows := e.rows()
+	lines := e.lines()
+	e.mu.Lock()
+	enq := append([]ledger.Enqueued(nil), e.enq...)
+	e.mu.Unlock()
+	res := ledger.Check(enq, rows, lines, allowDup)
+	summary := fmt.Sprintf("%s: %s enqueue_errors=%d | faults: %s", e.name, res, e.enqErrors.Load(), faults)
+	e.t.Log(summary)
+	report(summary)
+	if len(res.Problems) > 0 {
+		e.t.Errorf("ledger check found %d problem(s):\n%s", len(res.Problems), res.Summary(30))
+	}
+	if res.Committed == 0 {
+		e.t.Errorf("no committed message: the scenario proved nothing")
+	}
+	return res, lines, rows
+}
+
+var reportMu sync.Mutex
+
+// report appends a line to $OUTBOX_REL_REPORT (scripts/reliability prints it at the end).
+func report(line string) {
+	path := os.Getenv("OUTBOX_REL_REPORT")
+	if path == "" {
+		return
+	}
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+	}
+}
+
+// inflightAtKill counts, per killed incarnation, calls that had begun and not finished: the
+// kill landed mid-dispatch.
+func inflightByProc(lines []ledger.Line) map[string]int {
+	open := map[string]map[string]bool{}
+	for _, l := range lines {
+		k := fmt.Sprintf("%d/%s", l.ID, l.Token)
+		switch l.T {
+		case ledger.KindCall:
+			if open[l.Proc] == nil {
+				open[l.Proc] = map[string]bool{}
+			}
+			open[l.Proc][k] = true
+		case ledger.KindDone:
+			delete(open[l.Proc], k)
+		}
+	}
+	out := map[string]int{}
+	for p, m := range open {
+		out[p] = len(m)
+	}
+	return out
+}
+
+// maxMem returns the largest heap-in-use and RSS samples per role prefix.
+func maxMem(lines []ledger.Line) (heap, rss uint64) {
+	for _, l := range lines {
+		if l.T != ledger.KindMem {
+			continue
+		}
+		heap = max(heap, l.Heap)
+		rss = max(rss, l.RSS)
+	}
+	return heap, rss
+}
+
+func countIncidents(lines []ledger.Line, kind string) int {
+	n := 0
+	for _, l := range lines {
+		if l.T == ledger.KindIncident && l.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// baseFlags are relworker settings shared by the scenarios: short leases so a killed worker's
+// rows come back within seconds.
+func baseFlags(extra ...string) []string {
+	return append([]string{"-stale", "2s", "-timeout", "500ms", "-poll", "100ms", "-shutdown", "3s"}, extra...)
+}
