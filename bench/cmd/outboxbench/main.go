@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type options struct {
 	modes    []dsnMode
 	sz       sizes
 	markdown string // also write the table here
+	cpuProf  string // CPU profile of this process (workloads in-process)
 }
 
 var workloadNames = []string{"w1", "w2", "w3", "mem"}
@@ -46,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	systems := fs.String("systems", "L0,outboxgen,watermill", "systems to run")
 	modes := fs.String("modes", "default,interpolate", "driver settings: default, interpolate (interpolateParams=true)")
 	fs.StringVar(&o.markdown, "out", "", "also write the markdown report to this file")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the bench process (consumers and producers in-process) to this file")
 	// Size overrides, for a shorter run; the defaults are the sizes.
 	txDur := fs.Duration("tx-dur", 0, "duration of each L0/W1 throughput run (default 5s)")
 	drainN := fs.Int("drain-n", 0, "W2 no-op backlog (default 50000)")
@@ -127,6 +130,22 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "outboxbench: server settings:", err)
 		return 1
+	}
+	if o.cpuProf != "" {
+		f, err := os.Create(o.cpuProf)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "outboxbench: cpuprofile:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(stderr, "outboxbench: cpuprofile:", err)
+			}
+		}()
 	}
 	b := &bench{o: o, srv: srv, exe: exe, log: stderr}
 	start := time.Now()
