@@ -47,7 +47,9 @@ func Every(d time.Duration) Schedule { return Schedule{every: d} }
 
 // Daily runs the job once a day at hour:minute in loc (nil means UTC). A run's period is that
 // day: it starts at midnight in loc, stored as UTC in outbox_job_runs.period_start. On a day
-// when a DST change skips hour:minute, time.Date's normalisation decides the instant.
+// when a DST change skips hour:minute, Go's time.Date reads it with the new offset (02:30 on a
+// spring-forward day at 02:00 runs at 01:30 old time); a repeated hour:minute runs once, at
+// its first occurrence. Every instance computes the same instant, so the lock still works.
 func Daily(hour, minute int, loc *time.Location) Schedule {
 	if loc == nil {
 		loc = time.UTC

@@ -1,0 +1,426 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/internal/faultdriver"
+	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// faultDB opens a pool on a fresh database through the fault driver.
+func faultDB(t *testing.T) (*testdb.DB, *faultdriver.Injector, *sql.DB) {
+	t.Helper()
+	d := testdb.New(t)
+	inj := faultdriver.New()
+	db, err := inj.OpenDB(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return d, inj, db
+}
+
+// fnResults are the two critical-section outcomes every cleanup path is checked with: cleanup
+// must never hide fn's error, and must not invent one when fn succeeded.
+var fnResults = []struct {
+	name string
+	err  error
+}{{"fn ok", nil}, {"fn fails", errFn}}
+
+func checkFnErr(t *testing.T, err, fnErr error) {
+	t.Helper()
+	if fnErr != nil && !errors.Is(err, fnErr) {
+		t.Fatalf("the critical section's error is hidden: got %v", err)
+	}
+}
+
+// RELEASE_LOCK's query fails -> the connection is destroyed (the server ends the session and
+// frees the lock) and release_failed is reported; fn's error survives.
+func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
+	for _, fr := range fnResults {
+		t.Run(fr.name, func(t *testing.T) {
+			d, inj, db := faultDB(t)
+			rec := &recorder{}
+			l := New(db, WithReporter(rec), WithWatchdog(0))
+			rule := inj.Fail(`RELEASE_LOCK`, errors.New("injected: release query failed"))
+
+			var heldBy int64
+			ran, err := l.TryDo(context.Background(), "job:release-fails", func(ctx context.Context) error {
+				heldBy = holder(t, d.DB, "job:release-fails")
+				return fr.err
+			})
+			if !ran {
+				t.Fatalf("ran = false (err %v)", err)
+			}
+			if rule.Hits() != 1 {
+				t.Fatalf("the RELEASE_LOCK fault fired %d times, want 1", rule.Hits())
+			}
+			if fr.err == nil && err != nil {
+				t.Fatalf("a repaired release failure must be reported, not returned: got %v", err)
+			}
+			checkFnErr(t, err, fr.err)
+			if errors.Is(err, ErrLockLost) {
+				t.Fatalf("a failed release is not a lost lock: %v", err)
+			}
+			got := rec.of(incident.ReleaseFailed)
+			if len(got) != 1 || rec.kinds() != "release_failed" {
+				t.Fatalf("incidents %q, want exactly one release_failed", rec.kinds())
+			}
+			if got[0].Subject != "job:release-fails" || got[0].ConnID != heldBy || got[0].Err == nil {
+				t.Fatalf("incident %+v: want subject, the holder's connection id %d and the cause", got[0], heldBy)
+			}
+			// The server's view: the session is gone and the lock free for anyone.
+			waitGone(t, d.DB, heldBy)
+			waitFree(t, d.DB, "job:release-fails")
+			if s := db.Stats(); s.OpenConnections != 0 || s.InUse != 0 {
+				t.Fatalf("pool after destroy: %+v, want no connection kept", s)
+			}
+			rule.Remove()
+			ran, err = New(d.Open(t)).TryDo(context.Background(), "job:release-fails", func(context.Context) error { return nil })
+			if !ran || err != nil {
+				t.Fatalf("another instance must get the lock: ran=%v err=%v", ran, err)
+			}
+		})
+	}
+}
+
+// Giving the connection back fails (the seam: database/sql never reports it) -> destroyed,
+// return_failed reported, fn's error survives.
+func TestReturnFailsDestroysConnection(t *testing.T) {
+	for _, fr := range fnResults {
+		t.Run(fr.name, func(t *testing.T) {
+			d := testdb.New(t)
+			db := d.Open(t)
+			rec := &recorder{}
+			l := New(db, WithReporter(rec), WithWatchdog(0))
+			withSeam(l, db, func(c *sql.Conn) lockConn {
+				return &seamConn{Conn: c, closeErr: errors.New("injected: pool refused the connection")}
+			})
+			var heldBy int64
+			ran, err := l.TryDo(context.Background(), "return-fails", func(context.Context) error {
+				heldBy = holder(t, d.DB, "return-fails")
+				return fr.err
+			})
+			if !ran {
+				t.Fatalf("ran = false (err %v)", err)
+			}
+			if fr.err == nil && err != nil {
+				t.Fatalf("a repaired return failure must be reported, not returned: got %v", err)
+			}
+			checkFnErr(t, err, fr.err)
+			got := rec.of(incident.ReturnFailed)
+			if len(got) != 1 || rec.kinds() != "return_failed" {
+				t.Fatalf("incidents %q, want exactly one return_failed", rec.kinds())
+			}
+			if got[0].ConnID != heldBy || got[0].Subject != "return-fails" {
+				t.Fatalf("incident %+v: want connection %d", got[0], heldBy)
+			}
+			waitGone(t, d.DB, heldBy)
+			if s := db.Stats(); s.OpenConnections != 0 {
+				t.Fatalf("pool after destroy: %+v, want the connection discarded", s)
+			}
+		})
+	}
+}
+
+// Destroying fails too (the seam: Raw does not destroy) -> still reported, and returned, since a
+// lock or a pool slot may now be leaked; fn's error survives.
+func TestDestroyFailsIsReportedAndReturned(t *testing.T) {
+	d, inj, db := faultDB(t)
+	rec := &recorder{}
+	l := New(db, WithReporter(rec), WithWatchdog(0))
+	conns := withSeam(l, db, func(c *sql.Conn) lockConn {
+		return &seamConn{Conn: c, rawErr: errors.New("injected: cannot destroy")}
+	})
+	inj.Fail(`RELEASE_LOCK`, errors.New("injected: release query failed"))
+	ran, err := l.TryDo(context.Background(), "destroy-fails", func(context.Context) error { return errFn })
+	if !ran {
+		t.Fatalf("ran = false (err %v)", err)
+	}
+	checkFnErr(t, err, errFn)
+	if err == nil || !strings.Contains(err.Error(), "cannot destroy") {
+		t.Fatalf("a failed destroy leaves a leak and must be returned: got %v", err)
+	}
+	if rec.kinds() != "release_failed,destroy_failed" {
+		t.Fatalf("incidents %q, want release_failed then destroy_failed", rec.kinds())
+	}
+	// The leak is real: the lock is still held. End it for real so the test leaves nothing.
+	if holder(t, d.DB, "destroy-fails") == 0 {
+		t.Fatal("with destroy failing the lock should still be held (else this test proves nothing)")
+	}
+	if err := (*conns)[0].Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
+		t.Fatal(err)
+	}
+	waitFree(t, d.DB, "destroy-fails")
+}
+
+// RELEASE_LOCK answering 0 (another session holds it) or NULL (nobody does; our wrapper in
+// locks.sql delivers it as -1) -> lock_lost and ErrLockLost, joined with fn's error. The rule
+// passes the statement through, so the server really releases and only the answer is changed.
+func TestReleaseReturnsNotOneIsLockLost(t *testing.T) {
+	for _, v := range []struct {
+		name string
+		val  driver.Value
+	}{{"0", int64(0)}, {"NULL", int64(-1)}, {"text 0", []byte("0")}} {
+		for _, fr := range fnResults {
+			t.Run(v.name+"/"+fr.name, func(t *testing.T) {
+				d, inj, db := faultDB(t)
+				rec := &recorder{}
+				l := New(db, WithReporter(rec), WithWatchdog(0))
+				inj.Add(faultdriver.Rule{Match: `RELEASE_LOCK`, Passthrough: true, Rows: [][]driver.Value{{v.val}}})
+				ran, err := l.TryDo(context.Background(), "released-by-someone", func(context.Context) error { return fr.err })
+				if !ran {
+					t.Fatalf("ran = false (err %v)", err)
+				}
+				if !errors.Is(err, ErrLockLost) {
+					t.Fatalf("RELEASE_LOCK = %s must give ErrLockLost, got %v", v.name, err)
+				}
+				checkFnErr(t, err, fr.err)
+				if rec.kinds() != "lock_lost" || rec.all()[0].ConnID == 0 {
+					t.Fatalf("incidents %+v, want exactly one lock_lost with a connection id", rec.all())
+				}
+				waitFree(t, d.DB, "released-by-someone")
+			})
+		}
+	}
+}
+
+// The same two answers from the real server: the session loses the lock behind the code's
+// back (RELEASE_ALL_LOCKS on the lock's own connection, watchdog off), then RELEASE_LOCK says
+// NULL; and if a rival took it meanwhile, 0.
+func TestReleaseReturnsNotOneOnRealServer(t *testing.T) {
+	for _, rival := range []bool{false, true} {
+		name := map[bool]string{false: "NULL nobody holds it", true: "0 a rival holds it"}[rival]
+		t.Run(name, func(t *testing.T) {
+			d := testdb.New(t)
+			db := d.Open(t)
+			rec := &recorder{}
+			l := New(db, WithReporter(rec), WithWatchdog(0))
+			conns := withSeam(l, db, func(c *sql.Conn) lockConn { return c })
+			other, err := d.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			ran, err := l.TryDo(context.Background(), "real-loss", func(ctx context.Context) error {
+				var n sql.NullInt64
+				if err := (*conns)[0].QueryRowContext(ctx, "SELECT RELEASE_ALL_LOCKS()").Scan(&n); err != nil {
+					return err
+				}
+				if rival {
+					if err := other.QueryRowContext(ctx, "SELECT GET_LOCK('real-loss', 0)").Scan(&n); err != nil || n.Int64 != 1 {
+						t.Errorf("rival GET_LOCK = %v, %v", n, err)
+					}
+				}
+				return errFn
+			})
+			if !ran || !errors.Is(err, ErrLockLost) || !errors.Is(err, errFn) {
+				t.Fatalf("ran=%v err=%v: want ErrLockLost joined with fn's error", ran, err)
+			}
+			want := "NULL"
+			if rival {
+				want = "returned 0"
+			}
+			if rec.kinds() != "lock_lost" || !strings.Contains(rec.all()[0].Err.Error(), want) {
+				t.Fatalf("incidents %+v, want one lock_lost saying %q", rec.all(), want)
+			}
+		})
+	}
+}
+
+// GET_LOCK answering the string "0" (go-sql-driver v1.7.1 on the text protocol) is "not
+// acquired": fn is not called, no error, no incident, the connection goes back to the pool.
+func TestAcquireTextZeroIsNotAcquired(t *testing.T) {
+	d, inj, db := faultDB(t)
+	rec := &recorder{}
+	l := New(db, WithReporter(rec))
+	rule := inj.Return(`GET_LOCK`, []byte("0"))
+	ran, err := l.TryDo(context.Background(), "text-zero", func(context.Context) error {
+		t.Error("fn was called although GET_LOCK said 0")
+		return nil
+	})
+	if ran || err != nil {
+		t.Fatalf("ran=%v err=%v, want false, nil", ran, err)
+	}
+	if rule.Hits() != 1 || len(rec.all()) != 0 {
+		t.Fatalf("hits %d, incidents %q: want the fault used and no incident", rule.Hits(), rec.kinds())
+	}
+	if s := db.Stats(); s.InUse != 0 || s.OpenConnections != 1 {
+		t.Fatalf("pool %+v: the connection must be back in the pool", s)
+	}
+	if holder(t, d.DB, "text-zero") != 0 {
+		t.Fatal("lock is held: the fault did not replace GET_LOCK")
+	}
+}
+
+// GET_LOCK answering NULL, or failing, is an error and an acquire_failed incident; fn is not
+// called. A failed query also destroys the connection (its reply was lost: the session may
+// hold the lock after all).
+func TestAcquireNullOrErrorIsReported(t *testing.T) {
+	cases := []struct {
+		name      string
+		rule      faultdriver.Rule
+		destroyed bool
+	}{
+		{"NULL through the COALESCE wrapper", faultdriver.Rule{Rows: [][]driver.Value{{int64(-1)}}}, false},
+		{"raw NULL from a driver", faultdriver.Rule{Rows: [][]driver.Value{{nil}}}, true},
+		{"query error", faultdriver.Rule{Err: errors.New("injected: GET_LOCK failed")}, true},
+		{"reply lost after the server took the lock", faultdriver.Rule{Passthrough: true, Err: errors.New("injected: reply lost")}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, inj, db := faultDB(t)
+			rec := &recorder{}
+			l := New(db, WithReporter(rec))
+			c.rule.Match = `GET_LOCK`
+			inj.Add(c.rule)
+			ran, err := l.TryDo(context.Background(), "acquire-null", func(context.Context) error {
+				t.Error("fn was called although GET_LOCK did not return 1")
+				return nil
+			})
+			if ran || err == nil {
+				t.Fatalf("ran=%v err=%v, want false and an error", ran, err)
+			}
+			if rec.kinds() != "acquire_failed" || rec.all()[0].Subject != "acquire-null" {
+				t.Fatalf("incidents %+v, want one acquire_failed for the lock", rec.all())
+			}
+			if s := db.Stats(); c.destroyed && s.OpenConnections != 0 || !c.destroyed && s.OpenConnections != 1 {
+				t.Fatalf("pool %+v (destroyed expected: %v)", s, c.destroyed)
+			}
+			waitFree(t, d.DB, "acquire-null")
+		})
+	}
+}
+
+// The real server's NULL: KILL QUERY on a session waiting in GET_LOCK.
+func TestAcquireKilledWaitIsReported(t *testing.T) {
+	d := testdb.New(t)
+	rec := &recorder{}
+	holderL := New(d.Open(t), WithWatchdog(0))
+	waiter := New(d.Open(t), WithReporter(rec))
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := holderL.TryDo(context.Background(), "killed-wait", func(context.Context) error {
+			close(holding)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-holding
+	type res struct {
+		ran bool
+		err error
+	}
+	waited := make(chan res, 1)
+	go func() {
+		ran, err := waiter.Do(context.Background(), "killed-wait", 30*time.Second, func(context.Context) error {
+			t.Error("fn ran after a killed wait")
+			return nil
+		})
+		waited <- res{ran, err}
+	}()
+	// Find the waiting session and kill its query (not the session).
+	var id int64
+	deadline := time.Now().Add(5 * time.Second)
+	for id == 0 {
+		err := d.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE '%GET_LOCK%' AND ID <> CONNECTION_ID()", d.Name).Scan(&id)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never showed up in PROCESSLIST")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.MustExec(t, "KILL QUERY ?", id)
+	r := <-waited
+	if r.ran || r.err == nil || !strings.Contains(r.err.Error(), "NULL") {
+		t.Fatalf("ran=%v err=%v, want an error saying GET_LOCK returned NULL", r.ran, r.err)
+	}
+	if rec.kinds() != "acquire_failed" {
+		t.Fatalf("incidents %q, want acquire_failed", rec.kinds())
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// No leaks: 500 cycles whose release fails leave the pool at its baseline and the lock free.
+// Without the destroy, the lock would stay on a pooled session and IS_USED_LOCK would name it.
+func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
+	d, inj, db := faultDB(t)
+	rec := &recorder{}
+	l := New(db, WithReporter(rec), WithWatchdog(0))
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+	if ran, err := l.TryDo(ctx, "leak", noop); !ran || err != nil {
+		t.Fatal(ran, err)
+	}
+	base := db.Stats()
+	var baseSessions int
+	sessions := func() int {
+		var n int
+		if err := d.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ?", d.Name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	baseSessions = sessions()
+
+	const cycles = 500
+	rule := inj.Fail(`RELEASE_LOCK`, errors.New("injected: release failed"))
+	start := time.Now()
+	busy := 0 // TryDo calls that found the lock still held by the previous, dying session
+	for i := 0; i < cycles; i++ {
+		// The server frees a destroyed session's lock when it notices the closed socket, a
+		// moment after the client closed it; a leaked lock would stay held and fail here.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ran, err := l.TryDo(ctx, "leak", noop)
+			if err != nil {
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+			if ran {
+				break
+			}
+			busy++
+			if time.Now().After(deadline) {
+				t.Fatalf("cycle %d: the lock stayed held for 5s: leaked", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	elapsed := time.Since(start)
+	rule.Remove()
+	if n := len(rec.of(incident.ReleaseFailed)); n != cycles || len(rec.all()) != cycles {
+		t.Fatalf("incidents: %d release_failed of %d, want %d and nothing else", n, len(rec.all()), cycles)
+	}
+	waitFree(t, d.DB, "leak")
+	if ran, err := l.TryDo(ctx, "leak", noop); !ran || err != nil {
+		t.Fatal(ran, err)
+	}
+	if s := db.Stats(); s.OpenConnections != base.OpenConnections || s.InUse != 0 {
+		t.Fatalf("pool after %d failed releases: %+v, baseline %+v", cycles, s, base)
+	}
+	// The server may take a moment to notice the last closed sockets.
+	deadline := time.Now().Add(5 * time.Second)
+	for sessions() > baseSessions {
+		if time.Now().After(deadline) {
+			t.Fatalf("server sessions on this database: %d, baseline %d", sessions(), baseSessions)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%d cycles with a destroyed connection each: %v (%v per cycle); %d TryDo calls (%.1f%%) found the destroyed session's lock not yet freed",
+		cycles, elapsed, elapsed/cycles, busy, 100*float64(busy)/float64(cycles+busy))
+}

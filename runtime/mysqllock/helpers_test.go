@@ -1,0 +1,149 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// recorder is an incident.Reporter that keeps what it is given.
+type recorder struct {
+	mu  sync.Mutex
+	ins []incident.Incident
+}
+
+func (r *recorder) Report(_ context.Context, in incident.Incident) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ins = append(r.ins, in)
+}
+
+func (r *recorder) all() []incident.Incident {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]incident.Incident(nil), r.ins...)
+}
+
+func (r *recorder) of(k incident.Kind) []incident.Incident {
+	var out []incident.Incident
+	for _, in := range r.all() {
+		if in.Kind == k {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// kinds lists the incident kinds in order, for failure messages and exact comparisons.
+func (r *recorder) kinds() string {
+	var ks []string
+	for _, in := range r.all() {
+		ks = append(ks, string(in.Kind))
+	}
+	return strings.Join(ks, ",")
+}
+
+// holder returns the CONNECTION_ID() holding the server lock name, 0 when free.
+func holder(t testing.TB, db *sql.DB, name string) int64 {
+	t.Helper()
+	var id sql.NullInt64
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
+		t.Fatalf("IS_USED_LOCK(%q): %v", name, err)
+	}
+	return id.Int64
+}
+
+// waitFree waits (briefly: the server notices a closed socket asynchronously) until the lock
+// is free, and fails the test if it does not become free.
+func waitFree(t testing.TB, db *sql.DB, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h := holder(t, db, name)
+		if h == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lock %q is still held by connection %d: it leaked", name, h)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone waits until session id is no longer in the server's PROCESSLIST (destroyed).
+func waitGone(t testing.TB, db *sql.DB, id int64) {
+	t.Helper()
+	if id == 0 {
+		t.Fatal("waitGone: connection id 0: the incident did not carry CONNECTION_ID()")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d is still on the server: the connection was not destroyed", id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sessionAlive reports whether session id is in PROCESSLIST.
+func sessionAlive(t testing.TB, db *sql.DB, id int64) bool {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// seamConn wraps a real *sql.Conn for the two failures database/sql never produces.
+type seamConn struct {
+	*sql.Conn
+	closeErr error // Close returns this without closing (the pool refused it back)
+	rawErr   error // Raw returns this without destroying
+}
+
+func (c *seamConn) Close() error {
+	if c.closeErr != nil {
+		return c.closeErr
+	}
+	return c.Conn.Close()
+}
+
+func (c *seamConn) Raw(f func(any) error) error {
+	if c.rawErr != nil {
+		return c.rawErr
+	}
+	return c.Conn.Raw(f)
+}
+
+// withSeam makes l pin its connections through wrap, and records every *sql.Conn it pinned.
+func withSeam(l *Locker, db *sql.DB, wrap func(*sql.Conn) lockConn) *[]*sql.Conn {
+	var mu sync.Mutex
+	var conns []*sql.Conn
+	l.openConn = func(ctx context.Context) (lockConn, error) {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+		return wrap(c), nil
+	}
+	return &conns
+}
+
+var errFn = errors.New("the critical section's own error")

@@ -1,0 +1,263 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
+)
+
+// Helper processes: the test binary re-executes itself with these variables set, and
+// TestHelperProcess runs the selected mode instead of a test.
+const (
+	envMode  = "MYSQLLOCK_HELPER"
+	envDSN   = "MYSQLLOCK_HELPER_DSN"
+	envArgs  = "MYSQLLOCK_HELPER_ARGS" // JSON, mode-specific
+	resultOK = "HELPER-RESULT: "
+)
+
+// TestHelperProcess is not a test: it is the entry point of the helper processes that the
+// cross-process tests start.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(envMode)
+	if mode == "" {
+		t.Skip("entry point of helper processes started by other tests; not a test by itself")
+	}
+	db, err := sql.Open("mysql", os.Getenv(envDSN))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	defer db.Close()
+	var out any
+	switch mode {
+	case "counter":
+		var a counterArgs
+		mustJSON(os.Getenv(envArgs), &a)
+		out, err = helperCounter(db, a)
+	case "dailyjob":
+		var a dailyArgs
+		mustJSON(os.Getenv(envArgs), &a)
+		out, err = helperDailyJob(db, a)
+	default:
+		err = fmt.Errorf("unknown helper mode %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(3)
+	}
+	b, _ := json.Marshal(out) // plain structs of ints and bools always marshal.
+	fmt.Println(resultOK + string(b))
+	os.Exit(0)
+}
+
+func mustJSON(s string, v any) {
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		fmt.Fprintln(os.Stderr, "helper args:", err)
+		os.Exit(3)
+	}
+}
+
+// runHelpers starts n helper processes in mode with per-process args and returns their
+// decoded results.
+func runHelpers[R any](t *testing.T, dsn, mode string, args []any) []R {
+	t.Helper()
+	type proc struct {
+		cmd *exec.Cmd
+		out strings.Builder
+		err strings.Builder
+	}
+	procs := make([]*proc, len(args))
+	for i, a := range args {
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &proc{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
+		p.cmd.Env = append(os.Environ(), envMode+"="+mode, envDSN+"="+dsn, envArgs+"="+string(b))
+		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = p
+	}
+	results := make([]R, len(procs))
+	for i, p := range procs {
+		err := p.cmd.Wait()
+		if err != nil {
+			t.Fatalf("helper %d (%s): %v\nstdout: %s\nstderr: %s", i, mode, err, p.out.String(), p.err.String())
+		}
+		_, line, ok := strings.Cut(p.out.String(), resultOK)
+		if !ok {
+			t.Fatalf("helper %d printed no result:\n%s\n%s", i, p.out.String(), p.err.String())
+		}
+		line, _, _ = strings.Cut(line, "\n")
+		if err := json.Unmarshal([]byte(line), &results[i]); err != nil {
+			t.Fatalf("helper %d result %q: %v", i, line, err)
+		}
+	}
+	return results
+}
+
+// The shared counter: a read-sleep-write critical section that loses updates when two run at
+// once, plus a gauge of how many run at once (active) and its maximum.
+const counterDDL = `CREATE TABLE counter (
+	id INT PRIMARY KEY, n INT NOT NULL, active INT NOT NULL, max_active INT NOT NULL)`
+
+type counterArgs struct {
+	Iterations int
+	NoLock     bool // the control: the same section without the lock
+	UseTryDo   bool // TryDo in a retry loop instead of Do
+	StartAtNs  int64
+}
+
+type counterResult struct{ Done int }
+
+// increment is the critical section. MariaDB evaluates single-table UPDATE assignments left to
+// right, so max_active sees the incremented active.
+func increment(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, "UPDATE counter SET active = active + 1, max_active = GREATEST(max_active, active) WHERE id = 1"); err != nil {
+		return err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT n FROM counter WHERE id = 1").Scan(&n); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Millisecond) // widen the window a concurrent run would fall into
+	if _, err := db.ExecContext(ctx, "UPDATE counter SET n = ? WHERE id = 1", n+1); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, "UPDATE counter SET active = active - 1 WHERE id = 1")
+	return err
+}
+
+// helperCounter runs a.Iterations increments on db, each under the lock "counter" (or not).
+func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
+	ctx := context.Background()
+	if a.StartAtNs != 0 {
+		time.Sleep(time.Until(time.Unix(0, a.StartAtNs))) // a start line, so all run together
+	}
+	l := New(db, WithWatchdog(100*time.Millisecond))
+	section := func(ctx context.Context) error { return increment(ctx, db) }
+	for i := 0; i < a.Iterations; i++ {
+		switch {
+		case a.NoLock:
+			if err := section(ctx); err != nil {
+				return counterResult{}, err
+			}
+		case a.UseTryDo:
+			for {
+				ran, err := l.TryDo(ctx, "counter", section)
+				if err != nil {
+					return counterResult{}, err
+				}
+				if ran {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		default:
+			ran, err := l.Do(ctx, "counter", 30*time.Second, section)
+			if err != nil {
+				return counterResult{}, err
+			}
+			if !ran {
+				return counterResult{}, fmt.Errorf("iteration %d: Do waited 30s without the lock", i)
+			}
+		}
+	}
+	return counterResult{Done: a.Iterations}, nil
+}
+
+func readCounter(t *testing.T, d *testdb.DB) (n, maxActive int) {
+	t.Helper()
+	if err := d.QueryRow("SELECT n, max_active FROM counter WHERE id = 1").Scan(&n, &maxActive); err != nil {
+		t.Fatal(err)
+	}
+	return n, maxActive
+}
+
+// Serialisation: several instances, each its own *sql.DB pool (and, below, its own process),
+// increment the counter under the lock: the count is exact and at most one runs at a time. The
+// control runs the same thing without the lock and must see the overlap, which proves the test
+// can fail.
+func TestSerialisesAcrossPools(t *testing.T) {
+	for _, noLock := range []bool{false, true} {
+		name := map[bool]string{false: "locked", true: "control without lock must overlap"}[noLock]
+		t.Run(name, func(t *testing.T) {
+			d := testdb.New(t)
+			d.MustExec(t, counterDDL)
+			d.MustExec(t, "INSERT INTO counter VALUES (1, 0, 0, 0)")
+			const workers, iterations = 4, 15
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			start := time.Now().Add(100 * time.Millisecond)
+			for w := 0; w < workers; w++ {
+				db := d.Open(t) // a pool per instance
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := helperCounter(db, counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: w%2 == 1, StartAtNs: start.UnixNano()})
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkCounter(t, d, workers*iterations, noLock)
+		})
+	}
+}
+
+func TestSerialisesAcrossProcesses(t *testing.T) {
+	for _, noLock := range []bool{false, true} {
+		name := map[bool]string{false: "locked", true: "control without lock must overlap"}[noLock]
+		t.Run(name, func(t *testing.T) {
+			d := testdb.New(t)
+			d.MustExec(t, counterDDL)
+			d.MustExec(t, "INSERT INTO counter VALUES (1, 0, 0, 0)")
+			const procs, iterations = 3, 15
+			// Process start-up on a busy machine takes a while: a start line a second away
+			// makes them run together.
+			start := time.Now().Add(time.Second).UnixNano()
+			args := make([]any, procs)
+			for i := range args {
+				args[i] = counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: i == 0, StartAtNs: start}
+			}
+			for i, r := range runHelpers[counterResult](t, d.DSN, "counter", args) {
+				if r.Done != iterations {
+					t.Fatalf("helper %d did %d iterations, want %d", i, r.Done, iterations)
+				}
+			}
+			checkCounter(t, d, procs*iterations, noLock)
+		})
+	}
+}
+
+func checkCounter(t *testing.T, d *testdb.DB, want int, noLock bool) {
+	t.Helper()
+	n, maxActive := readCounter(t, d)
+	t.Logf("count %d of %d, max concurrency %d", n, want, maxActive)
+	if noLock {
+		if maxActive < 2 {
+			t.Fatalf("without the lock the sections never overlapped (max concurrency %d): this test could not detect a broken lock", maxActive)
+		}
+		return
+	}
+	if n != want || maxActive != 1 {
+		t.Fatalf("under the lock: count %d (want %d), max concurrency %d (want 1)", n, want, maxActive)
+	}
+}
+
