@@ -31,7 +31,7 @@ INSERT INTO outbox_messages (
 -- Step 1 of the claim, inside a READ COMMITTED transaction: lock up to n due rows of the
 -- router's types. The ORDER BY is exactly the index order (status, next_attempt_at, id): any other
 -- order adds a filesort and the first claimer locks every candidate (MYSQL-NOTES.md).
-SELECT id, event_type, payload, idempotency_key, attempts, created_at
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())

@@ -1,14 +1,854 @@
 package outbox
 
-// Worker is defined in full below; this placeholder keeps step 1 compiling.
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
+)
+
+// Config tunes a Worker. The zero value is usable: every zero field takes its default.
+type Config struct {
+	// BatchSize is the most rows one claim takes. A claim never takes more rows than there are
+	// free dispatch slots either, so a row starts its handler right after its claimed_at.
+	// Defaults to 100.
+	BatchSize int
+	// Concurrency is the number of handlers running at once (dispatch slots). Defaults to 16.
+	Concurrency int
+	// PollInterval is the wait after a claim that found fewer rows than it asked for. Wake (and
+	// InTx) cut it short. Defaults to 1s.
+	PollInterval time.Duration
+	// StaleAfter is the lease this worker writes on the rows it claims (reclaim_after =
+	// claimed_at + StaleAfter). A row still PROCESSING after it is reclaimed by any worker. Every
+	// event timeout of the router must be shorter, or a slow handler would be reclaimed and run
+	// twice. Defaults to 5m.
+	StaleAfter time.Duration
+	// ShutdownTimeout bounds how long Run waits, once its context is done, for in-flight
+	// handlers before it cancels their contexts. Defaults to 30s.
+	ShutdownTimeout time.Duration
+	// ReclaimInterval is how often the worker reclaims expired leases and counts stuck rows.
+	// Defaults to StaleAfter/4, at most 1m.
+	ReclaimInterval time.Duration
+	// DisableReclaim turns off this worker's reclaim (another process does it). The stuck watch
+	// still runs and reports. Defaults to false.
+	DisableReclaim bool
+	// Logger receives the worker's log lines (snake_case keys). Defaults to slog.Default().
+	Logger *slog.Logger
+	// Reporter receives incidents: incident.Stuck (rows PROCESSING past 3x their lease) each
+	// time the watch sees them, and incident.HandlerHung. Defaults to incident.Slog(Logger).
+	Reporter incident.Reporter
+	// Observer receives counts and durations for metrics. Defaults to NopObserver{}.
+	Observer Observer
+}
+
+// Worker defaults.
+const (
+	DefaultBatchSize       = 100
+	DefaultConcurrency     = 16
+	DefaultPollInterval    = time.Second
+	DefaultStaleAfter      = 5 * time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+	maxReclaimInterval     = time.Minute
+	maxBatchSize           = 10000
+)
+
+// Internal timings, deliberately not configurable.
+const (
+	// flushLinger lets results that finish together share one transaction.
+	flushLinger = 2 * time.Millisecond
+	// shutdownGrace is how long Run waits for handlers after cancelling their contexts.
+	shutdownGrace = 250 * time.Millisecond
+	// writeTimeout bounds one result-write or maintenance statement batch.
+	writeTimeout = 30 * time.Second
+	// reclaimBatch is the most rows one reclaim UPDATE changes.
+	reclaimBatch = 1000
+	// maxLastError keeps last_error inside a TEXT column (65535 bytes).
+	maxLastError = 60000
+)
+
+func (c Config) withDefaults() Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.ReclaimInterval == 0 {
+		c.ReclaimInterval = min(c.StaleAfter/4, maxReclaimInterval)
+		if c.ReclaimInterval <= 0 {
+			c.ReclaimInterval = time.Millisecond
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Reporter == nil {
+		c.Reporter = incident.Slog(c.Logger)
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	return c
+}
+
+// validate names the field at fault. It runs before defaults, so 0 is always allowed.
+func (c Config) validate() error {
+	ints := []struct {
+		name string
+		v    int
+	}{{"BatchSize", c.BatchSize}, {"Concurrency", c.Concurrency}}
+	for _, f := range ints {
+		if f.v < 0 {
+			return fmt.Errorf("outbox: Config.%s must be >= 0 (0 takes the default), got %d", f.name, f.v)
+		}
+	}
+	if c.BatchSize > maxBatchSize {
+		return fmt.Errorf("outbox: Config.BatchSize must be at most %d, got %d", maxBatchSize, c.BatchSize)
+	}
+	durs := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"StaleAfter", c.StaleAfter},
+		{"ShutdownTimeout", c.ShutdownTimeout}, {"ReclaimInterval", c.ReclaimInterval},
+	}
+	for _, f := range durs {
+		if f.v < 0 {
+			return fmt.Errorf("outbox: Config.%s must be >= 0 (0 takes the default), got %s", f.name, f.v)
+		}
+	}
+	if c.StaleAfter > 0 && c.StaleAfter < time.Millisecond {
+		return fmt.Errorf("outbox: Config.StaleAfter must be at least 1ms, got %s", c.StaleAfter)
+	}
+	return nil
+}
+
+// Worker claims due messages of its router's event types, dispatches them to their handlers
+// and records the results; see the package documentation for the cycle. Several workers, in
+// one process or many, share the table safely.
 type Worker struct {
-	wake chan struct{}
+	db     *sql.DB
+	router *Router
+	cfg    Config
+	types  []string
+	log    *slog.Logger
+
+	wake    chan struct{}
+	running atomic.Bool
+
+	mu       sync.Mutex
+	free     int                     // free dispatch slots
+	inflight map[MessageID]*inflight // handlers running now
+	freed    chan struct{}           // signalled when slots or backlog room free up
+	sink     *resultSink             // results waiting for the flusher; nil outside Run
+	sinkCap  int                     // most results allowed to wait for a write
+	hctx     context.Context         // parent of handler contexts; outlives Run's ctx
+	dispatch sync.WaitGroup          // running dispatch goroutines
+
+	// Test seams.
+	jitter           func(n int64) int64 // uniform in [0, n]
+	afterClaimSelect func()              // inside the claim transaction, after the SELECT
+}
+
+type inflight struct {
+	eventType string
+	attempt   int
+	token     string
+	started   time.Time
+}
+
+// NewWorker returns a Worker for the event types r handles at this moment. It checks cfg
+// (errors name the field), that every event timeout of r is shorter than StaleAfter (errors
+// name the event), and the connection: the DSN must set parseTime=true and use loc=UTC.
+func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
+	if db == nil {
+		return nil, errors.New("outbox: NewWorker: nil db")
+	}
+	if r == nil || len(r.routes) == 0 {
+		return nil, errors.New("outbox: NewWorker: the router handles no event type")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	types := r.EventTypes()
+	for _, t := range types {
+		if p, _ := r.Policy(t); p.Timeout >= cfg.StaleAfter {
+			return nil, fmt.Errorf("outbox: NewWorker: event %q: timeout %s is not shorter than Config.StaleAfter %s (a slow handler would be reclaimed and run twice)", t, p.Timeout, cfg.StaleAfter)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := checkClock(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
+	w := &Worker{
+		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger,
+		wake:     make(chan struct{}, 1),
+		freed:    make(chan struct{}, 1),
+		inflight: map[MessageID]*inflight{},
+		jitter:   func(n int64) int64 { return mrand.Int64N(n + 1) },
+	}
+	return w, nil
 }
 
 // Wake makes a waiting worker claim at once instead of at its next poll. It never blocks.
+// InTx calls it after commit; a caller that commits its own transaction calls it after Commit.
 func (w *Worker) Wake() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+func (w *Worker) signalFreed() {
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims, dispatches and records until ctx is done, then shuts down: it stops claiming at
+// once; in-flight handlers keep their contexts until their event timeout or until
+// ShutdownTimeout passes, when their contexts are cancelled; the results of those that return
+// are recorded; and Run returns nil. A handler that ignores its context is left running (Go
+// cannot stop it); its row is reclaimed after its lease. Run on a Worker that is already
+// running returns an error.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("outbox: Worker.Run: already running")
+	}
+	defer w.running.Store(false)
+	registerWorker(w.db, w)
+	defer unregisterWorker(w.db, w)
+
+	// Handler contexts survive Run's ctx (they have their own timeout) until the shutdown
+	// deadline cancels them; result writes must survive it too.
+	hctx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	wctx := context.WithoutCancel(ctx)
+
+	sink := newResultSink()
+	w.mu.Lock()
+	w.free = w.cfg.Concurrency
+	w.sink = sink
+	w.sinkCap = 4 * max(w.cfg.BatchSize, w.cfg.Concurrency)
+	w.hctx = hctx
+	w.mu.Unlock()
+
+	flushDone := make(chan struct{})
+	go func() {
+		defer close(flushDone)
+		w.flushLoop(wctx, sink)
+	}()
+	maintDone := make(chan struct{})
+	go func() {
+		defer close(maintDone)
+		w.maintainLoop(ctx)
+	}()
+
+	w.log.LogAttrs(ctx, slog.LevelInfo, "outbox worker started",
+		slog.Any("event_types", w.types), slog.Int("concurrency", w.cfg.Concurrency),
+		slog.Duration("stale_after", w.cfg.StaleAfter))
+	w.claimLoop(ctx)
+	<-maintDone
+
+	// Shutdown: wait for in-flight handlers, then cancel them, then give up on the hung.
+	done := make(chan struct{})
+	go func() {
+		w.dispatch.Wait()
+		close(done)
+	}()
+	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	select {
+	case <-done:
+	case <-deadline.C:
+		hardStop()
+		select {
+		case <-done:
+		case <-time.After(shutdownGrace):
+			w.reportAbandoned(wctx)
+		}
+	}
+	sink.close()
+	<-flushDone
+	w.log.LogAttrs(wctx, slog.LevelInfo, "outbox worker stopped")
+	return nil
+}
+
+// claimLoop is the worker's main loop; one goroutine, so it never overlaps itself.
+func (w *Worker) claimLoop(ctx context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	wait, backlog := false, false
+	for {
+		if wait {
+			poll.Reset(w.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+			case <-poll.C:
+			}
+			poll.Stop()
+		}
+		n := w.reserve(ctx, backlog)
+		if n == 0 {
+			return // ctx done
+		}
+		got, err := w.claimAndDispatch(ctx, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.LogAttrs(ctx, slog.LevelError, "outbox claim failed", slog.String("error", err.Error()))
+		}
+		// A full claim means more rows are due: claim again as soon as slots allow.
+		backlog = err == nil && got == n
+		wait = !backlog
+	}
+}
+
+// reserve takes up to BatchSize free dispatch slots, waiting for at least one (or, while
+// there is a backlog, for a quarter of the slots, so claims stay batched). It returns 0 when
+// ctx is done.
+func (w *Worker) reserve(ctx context.Context, backlog bool) int {
+	want := 1
+	if backlog {
+		want = max(1, min(w.cfg.BatchSize, w.cfg.Concurrency)/4)
+	}
+	for {
+		w.mu.Lock()
+		n := min(w.free, w.cfg.BatchSize, max(0, w.sinkCap-w.sink.len()))
+		if n >= want {
+			w.free -= n
+			w.mu.Unlock()
+			return n
+		}
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-w.freed:
+		}
+	}
+}
+
+func (w *Worker) release(n int) {
+	if n <= 0 {
+		return
+	}
+	w.mu.Lock()
+	w.free += n
+	w.mu.Unlock()
+	w.signalFreed()
+}
+
+// claimed is one row this worker claimed.
+type claimed struct {
+	id          MessageID
+	eventType   string
+	payload     []byte
+	key         string
+	attempt     int
+	maxAttempts int
+	enqueuedAt  time.Time
+	token       string
+}
+
+// claimAndDispatch claims up to n rows (n slots are reserved) and starts their handlers.
+func (w *Worker) claimAndDispatch(ctx context.Context, n int) (int, error) {
+	rows, err := w.claim(ctx, n)
+	w.release(n - len(rows))
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range rows {
+		w.startDispatch(m)
+	}
+	return len(rows), nil
+}
+
+// claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
+// router's types (SKIP LOCKED, index order) and marks them PROCESSING under a fresh token.
+func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
+	start := time.Now()
+	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("begin claim: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback claim: %w", rbErr))
+			}
+		}
+	}()
+	rows, err := q.MessageClaimSelect(ctx, tx, store.MessageClaimSelectParams{EventTypes: w.types, Limit: int32(n)})
+	if err != nil {
+		return nil, fmt.Errorf("claim select: %w", err)
+	}
+	if w.afterClaimSelect != nil {
+		w.afterClaimSelect()
+	}
+	if len(rows) == 0 {
+		// Nothing locked; ending the transaction either way releases nothing.
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("commit empty claim: %w", err)
+		}
+		w.cfg.Observer.Claimed(0, time.Since(start))
+		return nil, nil
+	}
+	token := newToken()
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	marked, err := q.MessageClaimMark(ctx, tx, store.MessageClaimMarkParams{
+		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim mark: %w", err)
+	}
+	if marked != int64(len(rows)) {
+		// The rows are locked by this transaction, so this cannot happen short of a bug.
+		return nil, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit claim: %w", err)
+	}
+	out := make([]claimed, len(rows))
+	for i, r := range rows {
+		out[i] = claimed{
+			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
+			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, token: token,
+		}
+	}
+	d := time.Since(start)
+	w.cfg.Observer.Claimed(len(out), d)
+	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
+		slog.String("claim_token", token), slog.Duration("took", d))
+	return out, nil
+}
+
+// newToken returns 32 hex characters (claim_token is VARCHAR(32)).
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+).
+	return hex.EncodeToString(b[:])
+}
+
+// startDispatch is step 2 for one row: its handler runs in its own goroutine, outside every
+// transaction, holding the slot that reserve took for it.
+func (w *Worker) startDispatch(m claimed) {
+	w.mu.Lock()
+	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
+	hctx, sink := w.hctx, w.sink
+	w.mu.Unlock()
+	w.dispatch.Add(1)
+	go func() {
+		defer w.dispatch.Done()
+		res := w.handle(hctx, m)
+		w.mu.Lock()
+		delete(w.inflight, m.id)
+		w.free++
+		w.mu.Unlock()
+		if !sink.put(res) {
+			// Run has returned (this handler ignored its context past the shutdown deadline):
+			// nothing may write any more, so the lease expires and the row is reclaimed.
+			w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox result after shutdown dropped; the row will be reclaimed",
+				slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("outcome", string(res.outcome)))
+		}
+		w.signalFreed()
+	}()
+}
+
+// result is one handler outcome waiting to be written.
+type result struct {
+	id        MessageID
+	eventType string
+	token     string
+	outcome   Outcome
+	delay     time.Duration // retried: until the next attempt
+	lastError string        // retried and failed
+}
+
+// handle runs the handler with its timeout, recovers a panic, and decides the outcome.
+func (w *Worker) handle(hctx context.Context, m claimed) result {
+	rt, ok := w.router.lookup(m.eventType)
+	if !ok { // unreachable: the claim asks only for the router's types
+		return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeFailed,
+			lastError: fmt.Sprintf("no handler for event type %q", m.eventType)}
+	}
+	p := rt.policy
+	ctx, cancel := context.WithTimeout(hctx, p.Timeout)
+	defer cancel()
+	d := Delivery{
+		MessageID: m.id, EventType: m.eventType, IdempotencyKey: m.key, Attempt: m.attempt,
+		EnqueuedAt: m.enqueuedAt, ClaimToken: m.token,
+	}
+	if d.IdempotencyKey == "" {
+		d.IdempotencyKey = "msg:" + strconv.FormatInt(int64(m.id), 10)
+	}
+	// Reported once if the handler is still running well past its deadline: it ignores its
+	// context and keeps its slot.
+	hung := time.AfterFunc(p.Timeout+hungGrace(p.Timeout), func() {
+		w.cfg.Reporter.Report(context.Background(), incident.Incident{
+			Kind:    incident.HandlerHung,
+			Subject: fmt.Sprintf("message %d (%s)", m.id, m.eventType),
+			Err:     fmt.Errorf("handler still running %s after its %s timeout; it ignores its context and keeps a dispatch slot", hungGrace(p.Timeout), p.Timeout),
+		})
+	})
+	start := time.Now()
+	err := callHandler(ctx, rt.handler, m.payload, d)
+	hung.Stop()
+	took := time.Since(start)
+
+	res := result{id: m.id, eventType: m.eventType, token: m.token}
+	switch {
+	case err == nil:
+		// Also after the deadline: the work is done; the fence decides whether the write lands.
+		res.outcome = OutcomeSent
+	case IsPermanent(err):
+		res.outcome = OutcomeFailed
+		res.lastError = fmt.Sprintf("attempt %d: %v", m.attempt, err)
+	case m.attempt >= m.maxAttempts:
+		res.outcome = OutcomeFailed
+		res.lastError = fmt.Sprintf("attempt %d of %d: %v", m.attempt, m.maxAttempts, err)
+	default:
+		res.outcome = OutcomeRetried
+		res.lastError = fmt.Sprintf("attempt %d of %d: %v", m.attempt, m.maxAttempts, err)
+		if d, ok := retryDelay(err); ok {
+			res.delay = d
+		} else {
+			res.delay = w.backoff(p.Backoff, m.attempt)
+		}
+	}
+	res.lastError = truncate(res.lastError, maxLastError)
+	w.cfg.Observer.Handled(m.eventType, res.outcome, took)
+	if err != nil {
+		level := slog.LevelWarn
+		if res.outcome == OutcomeFailed {
+			level = slog.LevelError
+		}
+		w.log.LogAttrs(context.Background(), level, "outbox handler failed",
+			slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType),
+			slog.Int("attempt", m.attempt), slog.String("outcome", string(res.outcome)),
+			slog.Duration("retry_in", res.delay), slog.String("error", err.Error()))
+	}
+	return res
+}
+
+func hungGrace(timeout time.Duration) time.Duration { return max(100*time.Millisecond, timeout/10) }
+
+// callHandler turns a panic into an error carrying the stack.
+func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, payload, d)
+}
+
+// backoff is full jitter: uniform in [0, min(Max, Initial*2^(attempt-1))].
+func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
+	ceiling := b.Max
+	if attempt <= 62 {
+		if f := float64(b.Initial) * math.Pow(2, float64(attempt-1)); f < float64(b.Max) {
+			ceiling = time.Duration(f)
+		}
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(w.jitter(int64(ceiling)))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " …(truncated)"
+}
+
+// reportAbandoned reports the handlers still running after the shutdown deadline.
+func (w *Worker) reportAbandoned(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, f := range w.inflight {
+		w.cfg.Reporter.Report(ctx, incident.Incident{
+			Kind:    incident.HandlerHung,
+			Subject: fmt.Sprintf("message %d (%s)", id, f.eventType),
+			Err: fmt.Errorf("handler still running %s after its context was cancelled at shutdown; Run returns without it and the row is reclaimed after its lease",
+				time.Since(f.started).Round(time.Millisecond)),
+		})
+	}
+}
+
+// resultSink collects results between handlers and the flusher.
+type resultSink struct {
+	mu     sync.Mutex
+	buf    []result
+	closed bool
+	notify chan struct{}
+}
+
+func newResultSink() *resultSink { return &resultSink{notify: make(chan struct{}, 1)} }
+
+// put queues r; false when the sink is closed (Run has returned).
+func (s *resultSink) put(r result) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.buf = append(s.buf, r)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (s *resultSink) take() (batch []result, closed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch, s.buf = s.buf, nil
+	return batch, s.closed
+}
+
+func (s *resultSink) len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf)
+}
+
+func (s *resultSink) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop is step 3: it writes results in batches, one transaction per batch, as soon as
+// the previous write is done (results that finish together share a transaction), so a result
+// waits at most one write plus flushLinger; commits, not the loop, bound throughput.
+func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
+	for {
+		<-sink.notify
+		if sink.len() < w.cfg.BatchSize {
+			time.Sleep(flushLinger)
+		}
+		batch, closed := sink.take()
+		if len(batch) > 0 {
+			w.signalFreed() // backlog room for the claim loop
+			w.writeResults(ctx, batch)
+		}
+		if closed {
+			// Results put before close are in batch; put refuses the rest.
+			if rest, _ := sink.take(); len(rest) > 0 {
+				w.writeResults(ctx, rest)
+			}
+			return
+		}
+	}
+}
+
+// writeResults records a batch with fenced writes in one transaction, retrying the
+// transaction a few times on error. Refused writes (the row was reclaimed and is no longer
+// this claim's) are logged and counted; they change nothing.
+func (w *Worker) writeResults(ctx context.Context, batch []result) (written, refused int) {
+	var err error
+	for attempt, pause := 0, 50*time.Millisecond; attempt < 4; attempt, pause = attempt+1, pause*4 {
+		if attempt > 0 {
+			time.Sleep(pause)
+		}
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		written, refused, err = w.writeResultsTx(wctx, batch)
+		cancel()
+		if err == nil {
+			return written, refused
+		}
+		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",
+			slog.Int("results", len(batch)), slog.Int("try", attempt+1), slog.String("error", err.Error()))
+	}
+	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
+	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",
+		slog.Int("results", len(batch)), slog.String("error", err.Error()))
+	return 0, 0
+}
+
+func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, refused int, err error) {
+	// Id order keeps concurrent writers' lock order consistent.
+	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
+	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+			}
+		}
+	}()
+	var refusedIDs []result
+	sent := map[string][]int64{} // by claim token
+	var tokens []string
+	for _, r := range batch {
+		if r.outcome == OutcomeSent {
+			if _, ok := sent[r.token]; !ok {
+				tokens = append(tokens, r.token)
+			}
+			sent[r.token] = append(sent[r.token], int64(r.id))
+		}
+	}
+	for _, tok := range tokens {
+		ids := sent[tok]
+		n, err := q.MessageMarkSent(ctx, tx, store.MessageMarkSentParams{ClaimToken: sql.NullString{String: tok, Valid: true}, Ids: ids})
+		if err != nil {
+			return 0, 0, fmt.Errorf("mark sent: %w", err)
+		}
+		written += int(n)
+		if int(n) != len(ids) {
+			rows, err := q.MessageTokensByIDs(ctx, tx, ids)
+			if err != nil {
+				return 0, 0, fmt.Errorf("find refused writes: %w", err)
+			}
+			for _, row := range rows {
+				if row.Status != store.OutboxMessagesStatusSENT || row.ClaimToken.String != tok {
+					refusedIDs = append(refusedIDs, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
+				}
+			}
+		}
+	}
+	for _, r := range batch {
+		var n int64
+		var err error
+		tok := sql.NullString{String: r.token, Valid: true}
+		msg := sql.NullString{String: r.lastError, Valid: true}
+		switch r.outcome {
+		case OutcomeSent:
+			continue
+		case OutcomeRetried:
+			n, err = q.MessageMarkRetry(ctx, tx, store.MessageMarkRetryParams{DelayUs: r.delay.Microseconds(), LastError: msg, ID: int64(r.id), ClaimToken: tok})
+		case OutcomeFailed:
+			n, err = q.MessageMarkFailed(ctx, tx, store.MessageMarkFailedParams{LastError: msg, ID: int64(r.id), ClaimToken: tok})
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("mark %s: %w", r.outcome, err)
+		}
+		if n == 1 {
+			written++
+		} else {
+			refusedIDs = append(refusedIDs, r)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("commit: %w", err)
+	}
+	for _, r := range refusedIDs {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result refused by the fence: the claim was reclaimed and the row belongs to a newer claim",
+			slog.Int64("message_id", int64(r.id)), slog.String("claim_token", r.token), slog.String("outcome", string(r.outcome)))
+	}
+	return written, len(refusedIDs), nil
+}
+
+// maintainLoop runs reclaim (step 4) and the stuck watch (step 5) at start and then every
+// ReclaimInterval until ctx is done.
+func (w *Worker) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.ReclaimInterval)
+	defer t.Stop()
+	for {
+		if !w.cfg.DisableReclaim {
+			if _, err := w.reclaimOnce(ctx); err != nil && ctx.Err() == nil {
+				w.log.LogAttrs(ctx, slog.LevelError, "outbox reclaim failed", slog.String("error", err.Error()))
+			}
+		}
+		if _, err := w.watchOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck watch failed", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reclaimOnce returns expired leases to PENDING (or FAILED when attempts are exhausted), in
+// batches, and returns how many rows it moved. The UPDATE is idempotent, so every worker runs
+// it without a leader.
+func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := q.MessageReclaimStale(ctx, w.db, reclaimBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("reclaim: %w", err)
+		}
+		if n < reclaimBatch {
+			break
+		}
+	}
+	w.cfg.Observer.Reclaimed(total)
+	if total > 0 {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox reclaimed expired claims", slog.Int64("reclaimed", total))
+		w.Wake()
+	}
+	return total, nil
+}
+
+// watchOnce counts stuck rows (PROCESSING past 3x their lease: nobody is reclaiming) and
+// reports them as an incident each time it sees any.
+func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
+	n, err := q.MessageCountStuck(ctx, w.db)
+	if err != nil {
+		return 0, fmt.Errorf("count stuck: %w", err)
+	}
+	if n > 0 {
+		w.cfg.Observer.Stuck(n)
+		err := fmt.Errorf("%d messages PROCESSING for more than 3x their lease: nobody is reclaiming them", n)
+		w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck messages", slog.Int64("stuck", n),
+			slog.Bool("reclaim_disabled", w.cfg.DisableReclaim))
+		w.cfg.Reporter.Report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: err})
+	}
+	return n, nil
 }

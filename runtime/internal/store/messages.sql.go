@@ -81,7 +81,7 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 }
 
 const messageClaimSelect = `-- name: MessageClaimSelect :many
-SELECT id, event_type, payload, idempotency_key, attempts, created_at
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -102,6 +102,7 @@ type MessageClaimSelectRow struct {
 	Payload        json.RawMessage
 	IdempotencyKey string
 	Attempts       int32
+	MaxAttempts    int32
 	CreatedAt      time.Time
 }
 
@@ -134,6 +135,7 @@ func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageCl
 			&i.Payload,
 			&i.IdempotencyKey,
 			&i.Attempts,
+			&i.MaxAttempts,
 			&i.CreatedAt,
 		); err != nil {
 			return nil, err

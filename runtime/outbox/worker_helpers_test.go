@@ -1,0 +1,153 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// testLogger is quiet unless OUTBOX_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("OUTBOX_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fastConfig fills the zero fields of c with values that keep tests quick.
+func fastConfig(c Config) Config {
+	if c.PollInterval == 0 {
+		c.PollInterval = 20 * time.Millisecond
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 2 * time.Minute // above the default 1m event timeout; tests that reclaim set their own
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = testLogger()
+	}
+	return c
+}
+
+func newTestWorker(t testing.TB, db *sql.DB, r *Router, c Config) *Worker {
+	t.Helper()
+	w, err := NewWorker(db, r, fastConfig(c))
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	return w
+}
+
+// start runs w until the returned stop is called (or the test ends); stop waits for Run and
+// fails the test if Run returned an error.
+func start(t testing.TB, w *Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("Run did not return within 30s of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// incidents records reported incidents.
+type incidents struct {
+	mu  sync.Mutex
+	all []incident.Incident
+}
+
+func (in *incidents) Report(_ context.Context, i incident.Incident) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.all = append(in.all, i)
+}
+
+func (in *incidents) count(k incident.Kind) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for _, i := range in.all {
+		if i.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func (in *incidents) first(k incident.Kind) incident.Incident {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, i := range in.all {
+		if i.Kind == k {
+			return i
+		}
+	}
+	return incident.Incident{}
+}
+
+// calls records handler invocations.
+type calls struct {
+	mu         sync.Mutex
+	n          map[MessageID]int
+	deliveries []Delivery
+	payloads   map[MessageID]string
+}
+
+func newCalls() *calls { return &calls{n: map[MessageID]int{}, payloads: map[MessageID]string{}} }
+
+func (c *calls) add(d Delivery, payload []byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[d.MessageID]++
+	c.deliveries = append(c.deliveries, d)
+	c.payloads[d.MessageID] = string(payload)
+	return c.n[d.MessageID]
+}
+
+func (c *calls) of(id MessageID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+func (c *calls) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.deliveries)
+}
+
+func statusOf(t testing.TB, db DBTX, id MessageID) string { return getRow(t, db, id).Status }

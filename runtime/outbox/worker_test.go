@@ -1,0 +1,730 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+func TestDeliverAfterCommitNeverAfterRollback(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	r := NewRouter()
+	r.Handle("deliver_once", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{})
+	start(t, w)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Enqueue(ctx, tx, Message{EventType: "deliver_once", Payload: []byte(`{"rolled":"back"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var keyed, unkeyed MessageID
+	err = InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if keyed, err = Enqueue(ctx, tx, Message{EventType: "deliver_once", Payload: []byte(`{"company_id": 7}`), IdempotencyKey: "company:7"}); err != nil {
+			return err
+		}
+		unkeyed, err = Enqueue(ctx, tx, Message{EventType: "deliver_once", Payload: []byte(`{"company_id": 8}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both messages SENT", func() bool {
+		return statusOf(t, db, keyed) == "SENT" && statusOf(t, db, unkeyed) == "SENT"
+	})
+	time.Sleep(100 * time.Millisecond) // a few more polls: nothing else may arrive
+	if c.total() != 2 || c.of(keyed) != 1 || c.of(unkeyed) != 1 {
+		t.Fatalf("handler calls: total %d, keyed %d, unkeyed %d; want exactly one each and none for the rolled-back message",
+			c.total(), c.of(keyed), c.of(unkeyed))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.payloads[keyed] != `{"company_id": 7}` {
+		t.Errorf("payload = %s, want the enqueued bytes", c.payloads[keyed])
+	}
+	for _, d := range c.deliveries {
+		switch d.MessageID {
+		case keyed:
+			if d.IdempotencyKey != "company:7" {
+				t.Errorf("keyed delivery key = %q", d.IdempotencyKey)
+			}
+		case unkeyed:
+			if d.IdempotencyKey != fmt.Sprintf("msg:%d", unkeyed) {
+				t.Errorf("unkeyed delivery key = %q, want msg:<id>", d.IdempotencyKey)
+			}
+		}
+		if d.Attempt != 1 || d.EventType != "deliver_once" || d.EnqueuedAt.IsZero() || len(d.ClaimToken) != 32 {
+			t.Errorf("delivery = %+v, want attempt 1, the event type, EnqueuedAt and a 32-char claim token", d)
+		}
+	}
+	row := getRow(t, db, keyed)
+	if row.Attempts != 1 || !row.SentAt.Valid || row.ClaimToken.String == "" {
+		t.Errorf("sent row = %+v, want attempts 1, sent_at, claim_token kept", row)
+	}
+}
+
+func TestRetryWithBackoffThenSuccess(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	c := newCalls()
+	var mu sync.Mutex
+	var failedAt []time.Time // database clock at each failing call
+	var nextAt []time.Time   // next_attempt_at seen by the following call
+	r := NewRouter()
+	r.Handle("retry_twice", Policy{Backoff: Backoff{Initial: 300 * time.Millisecond, Max: time.Second}},
+		func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			n := c.add(d, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if n > 1 {
+				nextAt = append(nextAt, getRow(t, db, d.MessageID).NextAttemptAt)
+			}
+			if n <= 2 {
+				failedAt = append(failedAt, dbNow(t, db))
+				return fmt.Errorf("transient %d", n)
+			}
+			return nil
+		})
+	w := newTestWorker(t, db.DB, r, Config{})
+	w.jitter = func(n int64) int64 { return n } // the ceiling of full jitter, to see the push
+	start(t, w)
+	id := enqueueN(t, db.DB, "retry_twice", 1)[0]
+	waitFor(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
+	row := getRow(t, db, id)
+	if c.of(id) != 3 || row.Attempts != 3 {
+		t.Fatalf("calls %d, attempts %d; want 3 and 3", c.of(id), row.Attempts)
+	}
+	if !strings.Contains(row.LastError.String, "attempt 2 of 10: transient 2") {
+		t.Errorf("last_error = %q, want the second failure", row.LastError.String)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Attempt n waits min(Max, Initial*2^(n-1)): 300ms, then 600ms, from the failure's write.
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		got := nextAt[i].Sub(failedAt[i])
+		if got < want || got > want+time.Second {
+			t.Errorf("failure %d: next_attempt_at - failure time = %v, want %v (plus write latency)", i+1, got, want)
+		}
+	}
+}
+
+func TestBackoffFullJitter(t *testing.T) {
+	w := &Worker{jitter: func(n int64) int64 { return n }}
+	b := Backoff{Initial: time.Second, Max: time.Minute}
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 500: time.Minute} {
+		if got := w.backoff(b, attempt); got != want {
+			t.Errorf("ceiling for attempt %d = %v, want %v", attempt, got, want)
+		}
+	}
+	w.jitter = func(int64) int64 { return 0 }
+	if got := w.backoff(b, 3); got != 0 {
+		t.Errorf("floor = %v, want 0 (full jitter)", got)
+	}
+}
+
+func TestPermanentAndExhaustedThenRetry(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	var healed atomic.Bool
+	r := NewRouter()
+	r.Handle("perm", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		return Permanent(errors.New("card declined"))
+	})
+	r.Handle("always_fails", Policy{Backoff: Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}},
+		func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			c.add(d, p)
+			if healed.Load() {
+				return nil
+			}
+			return errors.New("downstream 503")
+		})
+	w := newTestWorker(t, db.DB, r, Config{})
+	start(t, w)
+	var perm, fails MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if perm, err = Enqueue(ctx, tx, Message{EventType: "perm", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		fails, err = Enqueue(ctx, tx, Message{EventType: "always_fails", Payload: []byte(`{}`), MaxAttempts: 3})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "both FAILED", func() bool {
+		return statusOf(t, db, perm) == "FAILED" && statusOf(t, db, fails) == "FAILED"
+	})
+	time.Sleep(100 * time.Millisecond)
+	p, f := getRow(t, db, perm), getRow(t, db, fails)
+	if c.of(perm) != 1 || p.Attempts != 1 || !strings.Contains(p.LastError.String, "card declined") || !p.FailedAt.Valid {
+		t.Errorf("Permanent: calls %d, row %+v; want 1 call, attempts 1, last_error, failed_at", c.of(perm), p)
+	}
+	if c.of(fails) != 3 || f.Attempts != 3 || !strings.Contains(f.LastError.String, "attempt 3 of 3: downstream 503") {
+		t.Errorf("exhausted: calls %d, row %+v; want exactly 3 calls and last_error of attempt 3", c.of(fails), f)
+	}
+
+	healed.Store(true)
+	n, err := Retry(ctx, db, Filter{IDs: []MessageID{fails}})
+	if err != nil || n != 1 {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	w.Wake()
+	waitFor(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
+	if got := getRow(t, db, fails).Attempts; got != 1 || c.of(fails) != 4 {
+		t.Errorf("after Retry: attempts %d, calls %d; want 1 (reset) and 4", got, c.of(fails))
+	}
+}
+
+func TestPanicAndUndecodablePayload(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	type welcome struct {
+		CompanyID int64 `json:"company_id"`
+	}
+	r := NewRouter()
+	r.Handle("panics", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		if string(p) == `{"boom":true}` {
+			panic("handler bug")
+		}
+		return nil
+	})
+	// What a generated wrapper does: a payload that does not decode is Permanent.
+	r.Handle("typed", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		var e welcome
+		if err := json.Unmarshal(p, &e); err != nil {
+			return Permanent(fmt.Errorf("decode typed: %w", err))
+		}
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2})
+	start(t, w)
+	var boom, bad, ok1, ok2 MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		enq := func(id *MessageID, typ, payload string, max int) {
+			if err == nil {
+				*id, err = Enqueue(ctx, tx, Message{EventType: typ, Payload: []byte(payload), MaxAttempts: max})
+			}
+		}
+		enq(&boom, "panics", `{"boom":true}`, 1)
+		enq(&bad, "typed", `{"company_id":"not a number"}`, 10)
+		enq(&ok1, "panics", `{"boom":false}`, 10)
+		enq(&ok2, "typed", `{"company_id":1}`, 10)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "all four settled", func() bool {
+		return statusOf(t, db, boom) == "FAILED" && statusOf(t, db, bad) == "FAILED" &&
+			statusOf(t, db, ok1) == "SENT" && statusOf(t, db, ok2) == "SENT"
+	})
+	b := getRow(t, db, boom)
+	if !strings.Contains(b.LastError.String, "panic: handler bug") || !strings.Contains(b.LastError.String, "goroutine ") {
+		t.Errorf("panic last_error = %q, want the panic value and its stack", b.LastError.String)
+	}
+	u := getRow(t, db, bad)
+	if u.Attempts != 1 || !strings.Contains(u.LastError.String, "decode typed") || c.of(bad) != 1 {
+		t.Errorf("undecodable: attempts %d, calls %d, last_error %q; want FAILED at once with the decode error", u.Attempts, c.of(bad), u.LastError.String)
+	}
+	// The worker survived the panic: a message enqueued afterwards is still delivered.
+	late := enqueueN(t, db.DB, "panics", 1)[0]
+	waitFor(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
+}
+
+func TestUnhandledTypeStaysPending(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	r := NewRouter()
+	r.Handle("handled_here", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{})
+	start(t, w)
+	other := enqueueN(t, db.DB, "new_type_from_newer_release", 3)
+	mine := enqueueN(t, db.DB, "handled_here", 3)
+	waitFor(t, 5*time.Second, "handled rows SENT", func() bool { return countRows(t, db, "event_type='handled_here' AND status='SENT'") == 3 })
+	time.Sleep(150 * time.Millisecond) // several more polls
+	for _, id := range other {
+		if r := getRow(t, db, id); r.Status != "PENDING" || r.Attempts != 0 || r.ClaimToken.Valid {
+			t.Errorf("unhandled row %+v, want PENDING, attempts 0, never claimed", r)
+		}
+	}
+	_ = mine
+}
+
+func TestTwoWorkersDrain3000ExactlyOnce(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	const total = 3000
+	ids := enqueueN(t, db.DB, "drain_two", total)
+
+	var mu sync.Mutex
+	active := map[MessageID]bool{}
+	count := map[MessageID]int{}
+	byWorker := [2]int{}
+	overlaps := 0
+	handler := func(worker int) HandlerFunc {
+		return func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			mu.Lock()
+			if active[d.MessageID] {
+				overlaps++
+			}
+			active[d.MessageID] = true
+			count[d.MessageID]++
+			byWorker[worker]++
+			mu.Unlock()
+			time.Sleep(100 * time.Microsecond) // widen the window an overlap would need
+			mu.Lock()
+			delete(active, d.MessageID)
+			mu.Unlock()
+			return nil
+		}
+	}
+	var workers []*Worker
+	for i := 0; i < 2; i++ {
+		r := NewRouter()
+		r.Handle("drain_two", Policy{}, handler(i))
+		pool := db.Open(t) // each worker its own *sql.DB, as two processes would have
+		workers = append(workers, newTestWorker(t, pool, r, Config{Concurrency: 8, BatchSize: 50}))
+	}
+	for _, w := range workers {
+		start(t, w)
+	}
+	waitFor(t, 60*time.Second, "3000 SENT", func() bool { return countRows(t, db, "status='SENT'") == total })
+	for _, w := range workers {
+		_ = w
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overlaps != 0 {
+		t.Errorf("%d deliveries overlapped another delivery of the same message", overlaps)
+	}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Fatalf("message %d handled %d times, want exactly 1", id, count[id])
+		}
+	}
+	if byWorker[0] == 0 || byWorker[1] == 0 || byWorker[0]+byWorker[1] != total {
+		t.Fatalf("work split %v, want both workers > 0 and %d in all", byWorker, total)
+	}
+	t.Logf("split between the two workers: %v", byWorker)
+	if n := countRows(t, db, "attempts <> 1"); n != 0 {
+		t.Errorf("%d rows with attempts != 1", n)
+	}
+}
+
+func TestAbandonedClaimReclaimedAndLateResultFenced(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	router := func() *Router {
+		r := NewRouter()
+		r.Handle("abandoned", Policy{Timeout: 100 * time.Millisecond}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			c.add(d, p)
+			return nil
+		})
+		return r
+	}
+	dead := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 400 * time.Millisecond})
+	id := enqueueN(t, db.DB, "abandoned", 1)[0]
+	// The "dead" worker claims and never records: what a crash between claim and record leaves.
+	got, err := dead.claim(ctx, 1)
+	if err != nil || len(got) != 1 || got[0].id != id {
+		t.Fatalf("claim = %+v, %v", got, err)
+	}
+	first := getRow(t, db, id)
+	if first.Status != "PROCESSING" || first.Attempts != 1 || first.ClaimToken.String != got[0].token {
+		t.Fatalf("after claim: %+v", first)
+	}
+
+	alive := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 5 * time.Second, ReclaimInterval: 50 * time.Millisecond})
+	start(t, alive)
+	waitFor(t, 10*time.Second, "reclaimed and delivered by the other worker", func() bool { return statusOf(t, db, id) == "SENT" })
+	sent := getRow(t, db, id)
+	if c.of(id) != 1 || sent.Attempts != 2 || sent.ClaimToken.String == got[0].token {
+		t.Fatalf("after reclaim: calls %d, row %+v; want one delivery, attempts 2 (the dead claim counted), a new token", c.of(id), sent)
+	}
+	c.mu.Lock()
+	d := c.deliveries[0]
+	c.mu.Unlock()
+	if d.Attempt != 2 || d.ClaimToken != sent.ClaimToken.String {
+		t.Errorf("delivery %+v, want attempt 2 under the new claim's token", d)
+	}
+
+	// The dead worker comes back and writes its late results: the fence refuses every one.
+	for _, res := range []result{
+		{id: id, token: got[0].token, outcome: OutcomeSent},
+		{id: id, token: got[0].token, outcome: OutcomeFailed, lastError: "late failure"},
+		{id: id, token: got[0].token, outcome: OutcomeRetried, delay: time.Hour, lastError: "late retry"},
+	} {
+		written, refused := dead.writeResults(ctx, []result{res})
+		if written != 0 || refused != 1 {
+			t.Errorf("late %s: written %d refused %d; want 0 and 1", res.outcome, written, refused)
+		}
+	}
+	if after := getRow(t, db, id); after != sent {
+		t.Fatalf("late results changed the row:\nbefore %+v\nafter  %+v", sent, after)
+	}
+}
+
+func TestStuckReportedWhenNobodyReclaims(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	inc := &incidents{}
+	var stuckSeen atomic.Int64
+	r := NewRouter()
+	r.Handle("stuck_type", Policy{Timeout: 100 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	ids := enqueueN(t, db.DB, "stuck_type", 2)
+	// ids[0]: claimed 10s ago under a 1s lease: 10s > 3 x 1s, stuck. ids[1]: stale, not stuck.
+	setRow(t, db, ids[0], processingSQL, -10, -9)
+	setRow(t, db, ids[1], processingSQL, -2, -1)
+	s, err := Stats(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Stuck != 1 || s.Stale != 2 || s.Processing != 2 {
+		t.Fatalf("Stats = %+v, want stuck 1, stale 2, processing 2", s)
+	}
+	w := newTestWorker(t, db.DB, r, Config{
+		DisableReclaim: true, ReclaimInterval: 30 * time.Millisecond, StaleAfter: time.Second,
+		Reporter: inc, Observer: stuckObserver{&stuckSeen},
+	})
+	stop := start(t, w)
+	waitFor(t, 5*time.Second, "two Stuck incidents (one per watch pass)", func() bool { return inc.count(incident.Stuck) >= 2 })
+	stop()
+	in := inc.first(incident.Stuck)
+	if in.Err == nil || !strings.Contains(in.Err.Error(), "1 messages") || stuckSeen.Load() != 1 {
+		t.Errorf("incident %+v, observer saw %d; want the count of 1 stuck row", in, stuckSeen.Load())
+	}
+	if got := statusOf(t, db, ids[0]); got != "PROCESSING" {
+		t.Errorf("DisableReclaim worker moved the stuck row to %s", got)
+	}
+
+	// A worker that reclaims clears it: the stuck row had 1 attempt of 10, so PENDING, then SENT.
+	w2 := newTestWorker(t, db.DB, r, Config{ReclaimInterval: 30 * time.Millisecond, StaleAfter: time.Second})
+	start(t, w2)
+	waitFor(t, 5*time.Second, "reclaimed rows SENT", func() bool { return countRows(t, db, "status='SENT'") == 2 })
+}
+
+type stuckObserver struct{ n *atomic.Int64 }
+
+func (stuckObserver) Claimed(int, time.Duration)             {}
+func (stuckObserver) Handled(string, Outcome, time.Duration) {}
+func (stuckObserver) Reclaimed(int64)                        {}
+func (o stuckObserver) Stuck(n int64)                        { o.n.Store(n) }
+
+func TestReclaimExhaustedGoesFailed(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("kills_worker", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
+	id := enqueueN(t, db.DB, "kills_worker", 1)[0]
+	setRow(t, db, id, "max_attempts = 1")
+	if got, err := w.claim(ctx, 1); err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n, err := w.reclaimOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
+	}
+	row := getRow(t, db, id)
+	if row.Status != "FAILED" || row.Attempts != 1 || !strings.Contains(row.LastError.String, "attempts exhausted") || !row.FailedAt.Valid {
+		t.Fatalf("row %+v, want FAILED with attempts still 1 (reclaim adds none)", row)
+	}
+}
+
+func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("lease", Policy{Timeout: 100 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	short := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 700 * time.Millisecond})
+	long := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 30 * time.Second})
+	enqueueN(t, db.DB, "lease", 2)
+	a, err := short.claim(ctx, 1)
+	if err != nil || len(a) != 1 {
+		t.Fatal(a, err)
+	}
+	b, err := long.claim(ctx, 1)
+	if err != nil || len(b) != 1 {
+		t.Fatal(b, err)
+	}
+	ra, rb := getRow(t, db, a[0].id), getRow(t, db, b[0].id)
+	if got := ra.ReclaimAfter.Time.Sub(ra.ClaimedAt.Time); got != 700*time.Millisecond {
+		t.Errorf("short worker's lease = %v, want 700ms", got)
+	}
+	if got := rb.ReclaimAfter.Time.Sub(rb.ClaimedAt.Time); got != 30*time.Second {
+		t.Errorf("long worker's lease = %v, want 30s", got)
+	}
+	time.Sleep(time.Second)
+	// Any worker's reclaim honours each row's own lease: only the short one has expired.
+	n, err := long.reclaimOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
+	}
+	if statusOf(t, db, a[0].id) != "PENDING" || statusOf(t, db, b[0].id) != "PROCESSING" {
+		t.Fatalf("after reclaim: short-lease row %s, long-lease row %s; want PENDING and PROCESSING",
+			statusOf(t, db, a[0].id), statusOf(t, db, b[0].id))
+	}
+}
+
+func TestEnqueueNotBlockedByOpenClaim(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("gap", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.Open(t), r, Config{})
+	enqueueN(t, db.DB, "gap", 3)
+	enqueueN(t, db.DB, "gap", 2, Delay(time.Hour)) // rows past the due range
+	inClaim, release := make(chan struct{}), make(chan struct{})
+	w.afterClaimSelect = func() {
+		close(inClaim)
+		<-release
+	}
+	claimErr := make(chan error, 1)
+	go func() {
+		got, err := w.claim(ctx, 10)
+		if err == nil && len(got) != 3 {
+			err = fmt.Errorf("claimed %d rows, want the 3 due ones", len(got))
+		}
+		claimErr <- err
+	}()
+	<-inClaim
+	// The claim transaction now holds its locks. An application transaction that enqueues and
+	// commits must not wait for it (a REPEATABLE READ claim would block it with a gap lock).
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := InTx(tctx, db.DB, func(tx *sql.Tx) error {
+		_, err := Enqueue(tctx, tx, Message{EventType: "gap", Payload: []byte(`{}`)})
+		return err
+	})
+	took := time.Since(began)
+	close(release)
+	if err != nil {
+		t.Fatalf("enqueue + commit during an open claim: %v (after %v)", err, took)
+	}
+	if took > time.Second {
+		t.Errorf("enqueue + commit took %v during an open claim, want no wait", took)
+	}
+	if err := <-claimErr; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	db := migrated(t)
+	r := NewRouter()
+	r.Handle("cfg", Policy{Timeout: time.Minute}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{BatchSize: -1}, "Config.BatchSize"},
+		{Config{BatchSize: 1 << 20}, "Config.BatchSize"},
+		{Config{Concurrency: -3}, "Config.Concurrency"},
+		{Config{PollInterval: -time.Second}, "Config.PollInterval"},
+		{Config{StaleAfter: -time.Second}, "Config.StaleAfter"},
+		{Config{ShutdownTimeout: -time.Second}, "Config.ShutdownTimeout"},
+		{Config{ReclaimInterval: -time.Second}, "Config.ReclaimInterval"},
+		{Config{StaleAfter: time.Minute}, `event "cfg": timeout 1m0s is not shorter than Config.StaleAfter`},
+		{Config{StaleAfter: 30 * time.Second}, `event "cfg"`},
+	}
+	for _, c := range cases {
+		_, err := NewWorker(db.DB, r, c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewWorker(%+v) err = %v, want it to name %q", c.cfg, err, c.want)
+		}
+	}
+	if _, err := NewWorker(db.DB, NewRouter(), Config{}); err == nil {
+		t.Error("empty router: want an error")
+	}
+	if _, err := NewWorker(nil, r, Config{}); err == nil {
+		t.Error("nil db: want an error")
+	}
+	w, err := NewWorker(db.DB, r, Config{})
+	if err != nil {
+		t.Fatalf("zero Config: %v", err)
+	}
+	want := Config{BatchSize: 100, Concurrency: 16, PollInterval: time.Second, StaleAfter: 5 * time.Minute,
+		ShutdownTimeout: 30 * time.Second, ReclaimInterval: time.Minute}
+	got := w.cfg
+	if got.BatchSize != want.BatchSize || got.Concurrency != want.Concurrency || got.PollInterval != want.PollInterval ||
+		got.StaleAfter != want.StaleAfter || got.ShutdownTimeout != want.ShutdownTimeout || got.ReclaimInterval != want.ReclaimInterval ||
+		got.Logger == nil || got.Reporter == nil || got.Observer == nil {
+		t.Errorf("defaults = %+v, want %+v with Logger, Reporter, Observer set", got, want)
+	}
+
+	noParse, err := sql.Open("mysql", strings.Replace(db.DSN, "parseTime=true", "parseTime=false", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noParse.Close()
+	if _, err := NewWorker(noParse, r, Config{}); err == nil || !strings.Contains(err.Error(), "parseTime=true") {
+		t.Errorf("DSN without parseTime: err = %v", err)
+	}
+	local, err := sql.Open("mysql", db.DSN+"&loc=Local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if time.Local != time.UTC {
+		if _, err := NewWorker(local, r, Config{}); err == nil || !strings.Contains(err.Error(), "loc=UTC") {
+			t.Errorf("DSN with loc=Local: err = %v", err)
+		}
+	}
+	// Run twice at once is refused.
+	w2 := newTestWorker(t, db.DB, r, Config{})
+	stop := start(t, w2)
+	waitFor(t, 5*time.Second, "Run started", w2.running.Load)
+	if err := w2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("second Run: %v, want already running", err)
+	}
+	stop()
+}
+
+func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	inc := &incidents{}
+	started := make(chan MessageID, 3)
+	r := NewRouter()
+	// Finishes 300ms after shutdown begins, ignoring ctx: its result must still be recorded.
+	r.Handle("slow_ok", Policy{Timeout: time.Second}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		started <- d.MessageID
+		time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+	// Waits for its context: cancelled at ShutdownTimeout, then retried later.
+	r.Handle("waits_ctx", Policy{Timeout: 4 * time.Second}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		started <- d.MessageID
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	// Ignores its context past every deadline: Run returns without it.
+	hungRelease := make(chan struct{})
+	t.Cleanup(func() { close(hungRelease) })
+	r.Handle("ignores_ctx", Policy{Timeout: 4 * time.Second}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		started <- d.MessageID
+		<-hungRelease
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{ShutdownTimeout: 600 * time.Millisecond, Reporter: inc})
+	slow := enqueueN(t, db.DB, "slow_ok", 1)[0]
+	waits := enqueueN(t, db.DB, "waits_ctx", 1)[0]
+	hung := enqueueN(t, db.DB, "ignores_ctx", 1)[0]
+	stop := start(t, w)
+	for i := 0; i < 3; i++ {
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatal("handlers did not start")
+		}
+	}
+	later := enqueueN(t, db.DB, "slow_ok", 1)[0]
+	began := time.Now()
+	stop()
+	took := time.Since(began)
+	if took < 600*time.Millisecond || took > 600*time.Millisecond+shutdownGrace+2*time.Second {
+		t.Errorf("Run returned %v after cancel, want about ShutdownTimeout (600ms) plus the grace", took)
+	}
+	if s := getRow(t, db, slow); s.Status != "SENT" {
+		t.Errorf("in-flight handler that finished during shutdown: %s, want SENT", s.Status)
+	}
+	if s := getRow(t, db, waits); s.Status != "PENDING" || s.Attempts != 1 || !strings.Contains(s.LastError.String, "context canceled") {
+		t.Errorf("handler cancelled at ShutdownTimeout: %+v, want PENDING for retry with its error", s)
+	}
+	if s := getRow(t, db, hung); s.Status != "PROCESSING" {
+		t.Errorf("handler ignoring its context: %s, want PROCESSING (reclaimed after its lease)", s.Status)
+	}
+	if inc.count(incident.HandlerHung) != 1 || !strings.Contains(inc.first(incident.HandlerHung).Subject, fmt.Sprint(hung)) {
+		t.Errorf("incidents %+v, want one HandlerHung for message %d", inc.all, hung)
+	}
+	if s := getRow(t, db, later); s.Status != "PENDING" || s.Attempts != 0 {
+		t.Errorf("message enqueued before shutdown but not claimed: %+v, want untouched", s)
+	}
+}
+
+func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	inc := &incidents{}
+	r := NewRouter()
+	r.Handle("hangs", Policy{Timeout: 100 * time.Millisecond}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		time.Sleep(500 * time.Millisecond) // ignores ctx, then succeeds
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Reporter: inc})
+	start(t, w)
+	id := enqueueN(t, db.DB, "hangs", 1)[0]
+	waitFor(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	if inc.count(incident.HandlerHung) != 1 {
+		t.Fatalf("HandlerHung incidents = %d, want 1", inc.count(incident.HandlerHung))
+	}
+}
+
+func TestInTxWakesWorker(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	done := make(chan time.Time, 1)
+	r.Handle("wake", Policy{}, func(context.Context, json.RawMessage, Delivery) error {
+		done <- time.Now()
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute})
+	start(t, w)
+	time.Sleep(100 * time.Millisecond) // let the first (empty) claim pass; the worker now waits a minute
+	began := time.Now()
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		_, err := Enqueue(ctx, tx, Message{EventType: "wake", Payload: []byte(`{}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-done:
+		if d := at.Sub(began); d > 2*time.Second {
+			t.Errorf("delivered %v after commit", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("InTx did not wake the worker (PollInterval is 1m)")
+	}
+}
