@@ -260,4 +260,3 @@ func checkCounter(t *testing.T, d *testdb.DB, want int, noLock bool) {
 		t.Fatalf("under the lock: count %d (want %d), max concurrency %d (want 1)", n, want, maxActive)
 	}
 }
-
