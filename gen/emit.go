@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,7 +203,7 @@ func (g *emitter) genEnum(t *namedType) {
 	cases := make([]jen.Code, len(t.values))
 	wires := make([]string, len(t.values))
 	for i, v := range t.values {
-		defs[i] = jen.Id(t.goName+v.goName).Id(t.goName).Op("=").Lit(v.wire)
+		defs[i] = jen.Id(t.goName + v.goName).Id(t.goName).Op("=").Lit(v.wire)
 		cases[i] = jen.Id(t.goName + v.goName)
 		wires[i] = v.wire
 	}
@@ -380,8 +381,12 @@ func (g *emitter) genMarshal(recv, typeName string, fs []*field) {
 			conv = func(x jen.Code) jen.Code { return jen.Id(name).Call(x) }
 		}
 		if fl.optional {
+			arg := jen.Op("*").Add(w.Clone())
+			if fl.t.kind == kBuiltin {
+				arg = w.Clone() // a method call dereferences the pointer itself
+			}
 			body = append(body, jen.If(w.Clone().Op("!=").Nil()).Block(
-				jen.Id("x").Op(":=").Add(conv(jen.Op("*").Add(w.Clone()))),
+				jen.Id("x").Op(":=").Add(conv(arg)),
 				w.Clone().Op("=").Op("&").Id("x"),
 			))
 			continue
@@ -480,10 +485,10 @@ func durationCode(d time.Duration) jen.Code {
 			if d == u.d {
 				return jen.Qual("time", u.name)
 			}
-			return jen.Lit(int64(d / u.d)).Op("*").Qual("time", u.name)
+			return jen.Id(strconv.FormatInt(int64(d/u.d), 10)).Op("*").Qual("time", u.name)
 		}
 	}
-	return jen.Qual("time", "Duration").Parens(jen.Lit(int64(d)))
+	return jen.Qual("time", "Duration").Parens(jen.Id(strconv.FormatInt(int64(d), 10)))
 }
 
 // shortDuration prints d without zero units: 1m, 1h30m, 1.5s.

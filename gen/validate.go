@@ -98,11 +98,15 @@ func validate(c *catalog, ps *problems) {
 	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, names: map[string]nameOwner{}}
 	v.header()
 	v.policy(c.defaults, "defaults", false)
-	v.claim("Handlers", "the Handlers interface", c.root)
-	v.claim("NewRouter", "the NewRouter function", c.root)
+	v.claim("Handlers", "the generated Handlers interface", pos{})
+	v.claim("NewRouter", "the generated NewRouter function", pos{})
 	for _, t := range c.types {
 		if !typeNameRe.MatchString(t.name.v) {
-			ps.add(t.name.p, "type %q: invalid name (use lower_snake_case: [a-z][a-z0-9_]*)", t.name.v)
+			suggest := ""
+			if low := strings.ToLower(t.name.v); typeNameRe.MatchString(low) {
+				suggest = fmt.Sprintf(" (did you mean %q?)", low)
+			}
+			ps.add(t.name.p, "type %q: invalid name: use lower_snake_case, [a-z][a-z0-9_]*%s", t.name.v, suggest)
 			continue
 		}
 		if isBuiltin(t.name.v) || t.name.v == "enum" {
@@ -156,12 +160,17 @@ func (v *validator) header() {
 }
 
 // claim records a generated top-level Go name and reports a collision with an earlier one.
-func (v *validator) claim(name, what string, p pos) {
+func (v *validator) claim(name, what string, p pos) bool {
 	if prev, taken := v.names[name]; taken {
-		v.ps.add(p, "%s: Go name %s collides with %s (line %d); rename one of them", what, name, prev.what, prev.p.line)
-		return
+		at := ""
+		if prev.p.line > 0 {
+			at = fmt.Sprintf(" (line %d)", prev.p.line)
+		}
+		v.ps.add(p, "%s: Go name %s collides with %s%s; rename one of them", what, name, prev.what, at)
+		return false
 	}
 	v.names[name] = nameOwner{what, p}
+	return true
 }
 
 func (v *validator) policy(d *policyDecl, what string, direct bool) {
@@ -217,7 +226,7 @@ func (v *validator) policy(d *policyDecl, what string, direct bool) {
 			rm = outbox.DefaultBackoffMax
 		}
 		if ri > rm {
-			v.ps.add(d.backoff.p, "%s: backoff: initial %v is longer than max %v", what, ri, rm)
+			v.ps.add(d.backoff.p, "%s: backoff: initial %s is longer than max %s", what, shortDuration(ri), shortDuration(rm))
 		}
 	}
 }
@@ -359,7 +368,11 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 func (v *validator) event(e *eventDecl) {
 	what := fmt.Sprintf("event %q", e.name.v)
 	if !wireNameRe.MatchString(e.name.v) {
-		v.ps.add(e.name.p, "%s: invalid wire name (use [a-z][a-z0-9_.]*, e.g. payment_failed)", what)
+		suggest := ""
+		if low := strings.ToLower(strings.ReplaceAll(e.name.v, " ", "_")); wireNameRe.MatchString(low) {
+			suggest = fmt.Sprintf(" (did you mean %q?)", low)
+		}
+		v.ps.add(e.name.p, "%s: invalid wire name: use [a-z][a-z0-9_.]*%s", what, suggest)
 		return
 	}
 	direct := false
@@ -373,13 +386,15 @@ func (v *validator) event(e *eventDecl) {
 		}
 	}
 	name := goName(e.name.v)
-	v.claim(name, what, e.name.p)
-	v.claim(name+"Handler", what+" (its handler interface)", e.name.p)
-	if direct {
-		v.claim("Send"+name, what+" (its Send function)", e.name.p)
-	} else {
-		v.claim("Enqueue"+name, what+" (its Enqueue function)", e.name.p)
-		v.claim("Register"+name, what+" (its Register function)", e.name.p)
+	// When the event's own name collides, its derived names collide too: report it once.
+	if v.claim(name, what, e.name.p) {
+		v.claim(name+"Handler", what+" (its handler interface)", e.name.p)
+		if direct {
+			v.claim("Send"+name, what+" (its Send function)", e.name.p)
+		} else {
+			v.claim("Enqueue"+name, what+" (its Enqueue function)", e.name.p)
+			v.claim("Register"+name, what+" (its Register function)", e.name.p)
+		}
 	}
 	v.policy(&e.policy, what, direct)
 	v.fields(e.fields, what, name, payloadMethods)
