@@ -44,12 +44,26 @@ func checkFnErr(t *testing.T, err, fnErr error) {
 // RELEASE_LOCK's query fails -> the connection is destroyed (the server ends the session and
 // frees the lock) and release_failed is reported; fn's error survives.
 func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
-	for _, fr := range fnResults {
+	for _, c := range []struct {
+		name  string
+		err   error
+		fnErr error
+	}{
+		{"fn ok", errors.New("injected: release query failed"), nil},
+		{"fn fails", errors.New("injected: release query failed"), errFn},
+		// database/sql closes the Conn itself after driver.ErrBadConn; destroy must see that
+		// as done, not as a failed destroy.
+		{"bad conn/fn fails", driver.ErrBadConn, errFn},
+	} {
+		fr := struct {
+			name string
+			err  error
+		}{c.name, c.fnErr}
 		t.Run(fr.name, func(t *testing.T) {
 			d, inj, db := faultDB(t)
 			rec := &recorder{}
 			l := New(db, WithReporter(rec), WithWatchdog(0))
-			rule := inj.Fail(`RELEASE_LOCK`, errors.New("injected: release query failed"))
+			rule := inj.Fail(`RELEASE_LOCK`, c.err)
 
 			var heldBy int64
 			ran, err := l.TryDo(context.Background(), "job:release-fails", func(ctx context.Context) error {

@@ -148,14 +148,14 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 // it ticks after the winner finished and released the lock, and only the ledger stops it.
 // The control without OncePerPeriod shows that instance running the period again.
 type dailyArgs struct {
-	FakeBaseNs, RealBaseNs, SkewNs, RunForNs int64
-	OncePerPeriod                            bool
-	Instance                                 string
+	SkewNs, RunForNs int64
+	OncePerPeriod    bool
+	Instance         string
 }
 
 type dailyResult struct {
 	Stats JobStats
-	Late  bool // the process started after its tick: the run tells nothing
+	Late  bool // the process reached RunJob after its tick: the run tells nothing
 }
 
 func helperDailyJob(db *sql.DB, a dailyArgs) (dailyResult, error) {
@@ -165,12 +165,18 @@ func helperDailyJob(db *sql.DB, a dailyArgs) (dailyResult, error) {
 	}
 	sched := Daily(3, 0, seoul)
 	l := New(db, WithWatchdog(50*time.Millisecond), WithInstance(a.Instance))
-	realBase, fakeBase := time.Unix(0, a.RealBaseNs), time.Unix(0, a.FakeBaseNs)
-	l.now = func() time.Time { return fakeBase.Add(time.Since(realBase) + time.Duration(a.SkewNs)) }
+	start, err := awaitStart(db)
+	if err != nil {
+		return dailyResult{}, err
+	}
+	// At the start line every process believes it is 02:59:59.7 in Seoul (plus its skew): the
+	// tick comes 0.3s later.
+	fakeBase := time.Date(2026, 3, 10, 2, 59, 59, 700_000_000, seoul)
+	l.now = func() time.Time { return fakeBase.Add(time.Since(start) + time.Duration(a.SkewNs)) }
 	fire := sched.Next(fakeBase.Add(-time.Nanosecond))
 	late := !l.now().Before(fire)
 
-	ctx, cancel := context.WithDeadline(context.Background(), realBase.Add(time.Duration(a.RunForNs)))
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Duration(a.RunForNs)))
 	defer cancel()
 	err = l.RunJob(ctx, Job{Name: "daily-report", Schedule: sched, OncePerPeriod: a.OncePerPeriod,
 		Run: func(ctx context.Context) error {
@@ -189,22 +195,16 @@ func TestDailyJobRunsOncePerPeriodAcrossProcesses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := testdb.Migrated(t)
 			d.MustExec(t, "CREATE TABLE job_effects (id INT AUTO_INCREMENT PRIMARY KEY, instance VARCHAR(64) NOT NULL)")
-			seoul := mustLoc(t, "Asia/Seoul")
-			// Each process believes it is 02:59:58.5 in Seoul at realBase: the tick comes 1.5s
-			// later, which leaves time for the processes to start on a busy machine.
-			fakeBase := time.Date(2026, 3, 10, 2, 59, 58, 500_000_000, seoul)
-			realBase := time.Now()
-			base := dailyArgs{FakeBaseNs: fakeBase.UnixNano(), RealBaseNs: realBase.UnixNano(),
-				RunForNs: int64(3 * time.Second), OncePerPeriod: once}
+			base := dailyArgs{RunForNs: int64(1500 * time.Millisecond), OncePerPeriod: once}
 			a, b, late := base, base, base
 			a.Instance, b.Instance, late.Instance = "a", "b", "late"
 			late.SkewNs = -int64(700 * time.Millisecond) // ticks 0.7s after a and b
-			res := runHelpers[dailyResult](t, d.DSN, "dailyjob", []any{a, b, late})
+			res := runHelpers[dailyResult](t, d, "dailyjob", []any{a, b, late})
 
 			var runs, skipped, done int64
 			for i, r := range res {
 				if r.Late {
-					t.Fatalf("helper %d started after its tick; the machine is too slow for this test's 1.5s lead", i)
+					t.Fatalf("helper %d reached RunJob after its tick (0.3s after the start line)", i)
 				}
 				if r.Stats.Failed != 0 {
 					t.Fatalf("helper %d: %+v", i, r.Stats)

@@ -327,6 +327,13 @@ func (l *Locker) destroy(ctx context.Context, c lockConn, name string, connID in
 	if errors.Is(err, driver.ErrBadConn) {
 		return nil // database/sql discarded the connection: Conn.Raw -> putConn drops bad conns.
 	}
+	if errors.Is(err, sql.ErrConnDone) {
+		// database/sql already let go of it: a statement that failed with driver.ErrBadConn
+		// makes it close the Conn and discard the driver connection (sql.go:
+		// closemuRUnlockCondReleaseConn). A successful Close would also end here, but destroy is
+		// never called after one.
+		return nil
+	}
 	if err == nil {
 		err = errors.New("Raw returned nil")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,10 +67,44 @@ func mustJSON(s string, v any) {
 	}
 }
 
-// runHelpers starts n helper processes in mode with per-process args and returns their
-// decoded results.
-func runHelpers[R any](t *testing.T, dsn, mode string, args []any) []R {
+// The start line: process start-up on a busy machine takes anything from milliseconds to
+// seconds, so helpers check in (helper_ready) and wait for the start time the parent writes
+// once all of them are there (helper_start), instead of trusting a fixed delay.
+const gateDDL1 = "CREATE TABLE helper_ready (id INT AUTO_INCREMENT PRIMARY KEY)"
+const gateDDL2 = "CREATE TABLE helper_start (start_ns BIGINT NOT NULL)"
+
+// awaitStart is the helper's side of the start line: it returns the start time, after which
+// the helper sleeps until it.
+func awaitStart(db *sql.DB) (time.Time, error) {
+	if _, err := db.Exec("INSERT INTO helper_ready () VALUES ()"); err != nil {
+		return time.Time{}, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var ns int64
+		err := db.QueryRow("SELECT start_ns FROM helper_start").Scan(&ns)
+		if err == nil {
+			start := time.Unix(0, ns)
+			time.Sleep(time.Until(start))
+			return start, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return time.Time{}, err
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, errors.New("no start time within 2 minutes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runHelpers starts one helper process in mode per element of args, releases them together
+// through the start line, and returns their decoded results.
+func runHelpers[R any](t *testing.T, d *testdb.DB, mode string, args []any) []R {
 	t.Helper()
+	d.MustExec(t, gateDDL1)
+	d.MustExec(t, gateDDL2)
+	dsn := d.DSN
 	type proc struct {
 		cmd *exec.Cmd
 		out strings.Builder
@@ -89,6 +124,21 @@ func runHelpers[R any](t *testing.T, dsn, mode string, args []any) []R {
 		}
 		procs[i] = p
 	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var n int
+		if err := d.QueryRow("SELECT COUNT(*) FROM helper_ready").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == len(procs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d helpers checked in within 2 minutes", n, len(procs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d.MustExec(t, "INSERT INTO helper_start VALUES (?)", time.Now().Add(100*time.Millisecond).UnixNano())
 	results := make([]R, len(procs))
 	for i, p := range procs {
 		err := p.cmd.Wait()
@@ -116,7 +166,7 @@ type counterArgs struct {
 	Iterations int
 	NoLock     bool // the control: the same section without the lock
 	UseTryDo   bool // TryDo in a retry loop instead of Do
-	StartAtNs  int64
+	Gate       bool // wait at the start line (helper processes)
 }
 
 type counterResult struct{ Done int }
@@ -142,8 +192,10 @@ func increment(ctx context.Context, db *sql.DB) error {
 // helperCounter runs a.Iterations increments on db, each under the lock "counter" (or not).
 func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
 	ctx := context.Background()
-	if a.StartAtNs != 0 {
-		time.Sleep(time.Until(time.Unix(0, a.StartAtNs))) // a start line, so all run together
+	if a.Gate {
+		if _, err := awaitStart(db); err != nil {
+			return counterResult{}, err
+		}
 	}
 	l := New(db, WithWatchdog(100*time.Millisecond))
 	section := func(ctx context.Context) error { return increment(ctx, db) }
@@ -199,16 +251,18 @@ func TestSerialisesAcrossPools(t *testing.T) {
 			const workers, iterations = 4, 15
 			var wg sync.WaitGroup
 			errs := make(chan error, workers)
-			start := time.Now().Add(100 * time.Millisecond)
+			start := make(chan struct{})
 			for w := 0; w < workers; w++ {
 				db := d.Open(t) // a pool per instance
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := helperCounter(db, counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: w%2 == 1, StartAtNs: start.UnixNano()})
+					<-start
+					_, err := helperCounter(db, counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: w%2 == 1})
 					errs <- err
 				}()
 			}
+			close(start)
 			wg.Wait()
 			close(errs)
 			for err := range errs {
@@ -229,14 +283,11 @@ func TestSerialisesAcrossProcesses(t *testing.T) {
 			d.MustExec(t, counterDDL)
 			d.MustExec(t, "INSERT INTO counter VALUES (1, 0, 0, 0)")
 			const procs, iterations = 3, 15
-			// Process start-up on a busy machine takes a while: a start line a second away
-			// makes them run together.
-			start := time.Now().Add(time.Second).UnixNano()
 			args := make([]any, procs)
 			for i := range args {
-				args[i] = counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: i == 0, StartAtNs: start}
+				args[i] = counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: i == 0, Gate: true}
 			}
-			for i, r := range runHelpers[counterResult](t, d.DSN, "counter", args) {
+			for i, r := range runHelpers[counterResult](t, d, "counter", args) {
 				if r.Done != iterations {
 					t.Fatalf("helper %d did %d iterations, want %d", i, r.Done, iterations)
 				}
