@@ -54,7 +54,11 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	workerBin = filepath.Join(tmp, "relworker")
-	args := []string{"build", "-tags", "reliability", "-o", workerBin}
+	tags := "reliability"
+	if os.Getenv("OUTBOX_REL_STUB") == "1" {
+		tags += " relstub" // the harness's own stand-in worker, not the runtime's
+	}
+	args := []string{"build", "-tags", tags, "-o", workerBin}
 	if os.Getenv("OUTBOX_REL_RACE") == "1" {
 		args = append(args, "-race")
 	}
@@ -145,8 +149,8 @@ var errRollback = errors.New("rolled back on purpose")
 
 // enqueueTx enqueues msgs in one transaction, committed or rolled back, and records each
 // message's fate: Committed when Commit returned nil, Ambiguous when Commit failed (the server
-// may have committed before the connection died), RolledBack when the transaction never
-// committed (rolled back on purpose, or an error before Commit). Its own transaction rather
+// may have committed before the connection died), RolledBack when rolled back on purpose,
+// Aborted on an error before Commit. Its own transaction rather
 // than InTx so that the commit error is told apart from the others exactly.
 func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 	keys := make([]string, len(msgs))
@@ -169,7 +173,7 @@ func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 	}
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		record(ledger.RolledBack) // nothing was inserted
+		record(ledger.Aborted) // nothing was inserted
 		e.enqErrors.Add(1)
 		return err
 	}
@@ -199,7 +203,7 @@ func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 		if _, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: et, Payload: payload,
 			IdempotencyKey: keys[i], MaxAttempts: m.MaxAttempts}); err != nil {
 			rbErr := tx.Rollback()
-			record(ledger.RolledBack)
+			record(ledger.Aborted)
 			e.enqErrors.Add(1)
 			return errors.Join(err, rbErr)
 		}

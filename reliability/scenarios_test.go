@@ -181,6 +181,9 @@ func TestKillConnections(t *testing.T) {
 	hits.Range(func(k, v any) bool { counts[k.(string)] = v.(*atomic.Int64).Load(); return true })
 	res, _, _ := e.check(true, fmt.Sprintf("KILLs by statement %v", counts))
 	t.Logf("server-side KILLs by statement: %v", counts)
+	otherMu.Lock()
+	t.Logf("sample of unnamed statements killed: %q", otherSample)
+	otherMu.Unlock()
 	for _, cat := range []string{"claim", "record"} {
 		if counts[cat] == 0 {
 			t.Errorf("no %s statement was killed: the scenario did not reach it (kills %v)", cat, counts)
@@ -194,22 +197,32 @@ func TestKillConnections(t *testing.T) {
 
 // category names a worker statement from its text in the process list.
 func category(info string) string {
-	s := strings.ToUpper(strings.Join(strings.Fields(info), " "))
+	s := strings.ToUpper(strings.Join(strings.Fields(info), ""))
 	switch {
 	case s == "":
 		return "idle"
-	case strings.Contains(s, "SKIP LOCKED"), strings.Contains(s, "STATUS = 'PROCESSING', ATTEMPTS"):
+	case strings.Contains(s, "SKIPLOCKED"), strings.Contains(s, "STATUS='PROCESSING',ATTEMPTS"):
 		return "claim"
-	case strings.Contains(s, "RECLAIM_AFTER <") && strings.HasPrefix(s, "UPDATE"):
+	case strings.HasPrefix(s, "UPDATE") && strings.Contains(s, "RECLAIM_AFTER<"):
 		return "reclaim"
-	case strings.HasPrefix(s, "UPDATE") && strings.Contains(s, "CLAIM_TOKEN ="):
+	case strings.HasPrefix(s, "UPDATE") && strings.Contains(s, "CLAIM_TOKEN="):
 		return "record"
 	case strings.HasPrefix(s, "COMMIT"):
 		return "commit"
 	default:
+		otherMu.Lock()
+		if len(otherSample) < 5 {
+			otherSample = append(otherSample, info)
+		}
+		otherMu.Unlock()
 		return "other"
 	}
 }
+
+var (
+	otherMu     sync.Mutex
+	otherSample []string // statements the killer could not name, logged for the report
+)
 
 // killer KILLs (or KILL QUERYs) one of the relworker sessions every few milliseconds,
 // preferring one with a statement in flight.

@@ -89,12 +89,10 @@ func run() int {
 	defer db.Close()
 	db.SetMaxOpenConns(*maxConns)
 
-	router := outbox.NewRouter()
-	router.Handle(EventType, outbox.Policy{
+	pol := outbox.Policy{
 		Backoff: outbox.Backoff{Initial: *backoff, Max: 4 * *backoff},
 		Timeout: *timeout,
-	}, handler(mustLog))
-
+	}
 	reporter := incident.Func(func(ctx context.Context, in incident.Incident) {
 		e := ""
 		if in.Err != nil {
@@ -103,29 +101,13 @@ func run() int {
 		mustLog(ledger.Line{T: ledger.KindIncident, Kind: string(in.Kind), Subject: in.Subject, Err: e})
 		incident.Slog(logger).Report(ctx, in)
 	})
-	cfg := outbox.Config{
+	cfg := workerConfig{
 		BatchSize: *batch, Concurrency: *concurrency, PollInterval: *poll,
 		StaleAfter: *stale, ShutdownTimeout: *shutdown, Logger: logger, Reporter: reporter,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-
-	// NewWorker checks the connection; the server may be restarting when this process starts.
-	var w *outbox.Worker
-	for {
-		w, err = outbox.NewWorker(db, router, cfg)
-		if err == nil {
-			break
-		}
-		logger.Warn("NewWorker failed; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			mustLog(ledger.Line{T: ledger.KindExit, Err: err.Error()})
-			return 1
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 
 	go func() {
 		t := time.NewTicker(*memEvery)
@@ -142,7 +124,7 @@ func run() int {
 		}
 	}()
 
-	err = w.Run(ctx)
+	err = runWorker(ctx, db, pol, handler(mustLog), cfg)
 	e := ""
 	if err != nil {
 		e = err.Error()
@@ -153,6 +135,14 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// workerConfig mirrors outbox.Config, so the stand-in worker (build tag relstub) can share main.
+type workerConfig struct {
+	BatchSize, Concurrency                    int
+	PollInterval, StaleAfter, ShutdownTimeout time.Duration
+	Logger                                    *slog.Logger
+	Reporter                                  incident.Reporter
 }
 
 func handler(log func(ledger.Line)) outbox.HandlerFunc {

@@ -15,6 +15,9 @@ const (
 	// RolledBack: the transaction was rolled back on purpose; the message must never exist
 	// and never be delivered.
 	RolledBack
+	// Aborted: an error before Commit (begin or insert failed); never committed, held to the
+	// RolledBack rules but counted apart.
+	Aborted
 	// Ambiguous: the commit's outcome is unknown (the server went away during COMMIT); the
 	// table decides, and if the row exists it is held to the Committed rules.
 	Ambiguous
@@ -49,15 +52,18 @@ type Row struct {
 
 // Result is the outcome of Check: counts for RELIABILITY.md and the problems that fail a test.
 type Result struct {
-	Enqueued, Committed, RolledBack, Ambiguous, AmbiguousCommitted int
-	Rows, Sent, Failed, Pending                                    int
-	Calls, FailedCalls                                             int
+	Enqueued, Committed, RolledBack, Aborted, Ambiguous, AmbiguousCommitted int
+	Rows, Sent, Failed, Pending                                             int
+	Calls, FailedCalls                                                      int
 	// Duplicates: handler calls beyond the one whose result landed that did not fail
 	// (returned nil, or never returned because their process died). Each is explained only
 	// when its claim_token is not the token that wrote the final status.
 	Duplicates, Explained int
-	Lost, Ghosts, Stuck   int
-	Problems              []string
+	// Of the duplicates: the earlier call never returned (its process was killed, or it was
+	// cut off at shutdown), or it returned nil and its fenced SENT write did not land.
+	DupUnfinished, DupUnlanded int
+	Lost, Ghosts, Stuck        int
+	Problems                   []string
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -66,10 +72,10 @@ func (r *Result) problem(format string, args ...any) {
 
 // String is the one-line summary the scenarios log and RELIABILITY.md quotes.
 func (r Result) String() string {
-	return fmt.Sprintf("enqueued=%d committed=%d rolled_back=%d ambiguous=%d(committed %d) rows=%d sent=%d failed=%d pending=%d "+
-		"calls=%d failed_calls=%d duplicates=%d explained=%d lost=%d ghosts=%d stuck=%d problems=%d",
-		r.Enqueued, r.Committed, r.RolledBack, r.Ambiguous, r.AmbiguousCommitted, r.Rows, r.Sent, r.Failed, r.Pending,
-		r.Calls, r.FailedCalls, r.Duplicates, r.Explained, r.Lost, r.Ghosts, r.Stuck, len(r.Problems))
+	return fmt.Sprintf("enqueued=%d committed=%d rolled_back=%d aborted=%d ambiguous=%d(committed %d) rows=%d sent=%d failed=%d pending=%d "+
+		"calls=%d failed_calls=%d duplicates=%d (unfinished %d, unlanded %d) explained=%d lost=%d ghosts=%d stuck=%d problems=%d",
+		r.Enqueued, r.Committed, r.RolledBack, r.Aborted, r.Ambiguous, r.AmbiguousCommitted, r.Rows, r.Sent, r.Failed, r.Pending,
+		r.Calls, r.FailedCalls, r.Duplicates, r.DupUnfinished, r.DupUnlanded, r.Explained, r.Lost, r.Ghosts, r.Stuck, len(r.Problems))
 }
 
 // Check holds the ledger against the enqueue record and the final rows:
@@ -100,10 +106,14 @@ func Check(enq []Enqueued, rows []Row, lines []Line, allowDup bool) Result {
 		r.Enqueued++
 		row, exists := byKey[e.Key]
 		switch e.State {
-		case RolledBack:
-			r.RolledBack++
+		case RolledBack, Aborted:
+			if e.State == Aborted {
+				r.Aborted++
+			} else {
+				r.RolledBack++
+			}
 			if exists {
-				r.problem("%s: rolled back, yet row %d exists (%s)", e.Key, row.ID, row.Status)
+				r.problem("%s: never committed, yet row %d exists (%s)", e.Key, row.ID, row.Status)
 			}
 			continue
 		case Ambiguous:
@@ -222,6 +232,11 @@ func Check(enq []Enqueued, rows []Row, lines []Line, allowDup bool) Result {
 				continue
 			}
 			r.Duplicates++
+			if _, finished := done[fmt.Sprintf("%d/%s", id, c.Token)]; finished {
+				r.DupUnlanded++
+			} else {
+				r.DupUnfinished++
+			}
 			// The call's result did not land: the row's final status was written under
 			// another claim. The fence (status, claim_token) is what made it not land.
 			if c.Token != row.ClaimToken {
@@ -235,7 +250,7 @@ func Check(enq []Enqueued, rows []Row, lines []Line, allowDup bool) Result {
 		}
 	}
 	for _, e := range enq {
-		if e.State == RolledBack {
+		if e.State == RolledBack || e.State == Aborted {
 			continue
 		}
 		row, ok := byKey[e.Key]

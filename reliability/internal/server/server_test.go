@@ -73,7 +73,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
-		t.Fatalf("after kill -9 and restart: %d rows, want 2 (flush at commit = 1)", n)
+		t.Fatalf("after kill -9 and restart: %d rows, want 2 (a committed write reached the OS before the kill)", n)
 	}
 
 	conn, err := db.Conn(ctx)
