@@ -718,43 +718,57 @@ func (w *Worker) writeResults(ctx context.Context, batch []result) (written, ref
 func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, refused int, err error) {
 	// Id order keeps concurrent writers' lock order consistent.
 	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
-	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, 0, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-			}
-		}
-	}()
-	var refusedIDs []result
-	sent := map[string][]int64{} // by claim token
+	sent := map[string][]int64{} // successes by claim token: one UPDATE per claim
 	var tokens []string
+	others := 0
 	for _, r := range batch {
-		if r.outcome == OutcomeSent {
-			if _, ok := sent[r.token]; !ok {
-				tokens = append(tokens, r.token)
-			}
-			sent[r.token] = append(sent[r.token], int64(r.id))
+		if r.outcome != OutcomeSent {
+			others++
+			continue
 		}
+		if _, ok := sent[r.token]; !ok {
+			tokens = append(tokens, r.token)
+		}
+		sent[r.token] = append(sent[r.token], int64(r.id))
 	}
+
+	// One statement needs no transaction (autocommit saves BEGIN and COMMIT round trips);
+	// several share one, so a batch costs one commit. Fenced updates by primary key lock only
+	// their own rows, so the default isolation is fine.
+	var db store.DBTX = w.db
+	var tx *sql.Tx
+	if len(tokens)+others > 1 {
+		tx, err = w.db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, 0, fmt.Errorf("begin: %w", err)
+		}
+		db = tx
+		defer func() {
+			if err != nil {
+				if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+					err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+				}
+			}
+		}()
+	}
+
+	var refusedRes []result
 	for _, tok := range tokens {
 		ids := sent[tok]
-		n, err := q.MessageMarkSent(ctx, tx, store.MessageMarkSentParams{ClaimToken: sql.NullString{String: tok, Valid: true}, Ids: ids})
+		n, err := q.MessageMarkSent(ctx, db, store.MessageMarkSentParams{ClaimToken: sql.NullString{String: tok, Valid: true}, Ids: ids})
 		if err != nil {
 			return 0, 0, fmt.Errorf("mark sent: %w", err)
 		}
 		written += int(n)
 		if int(n) != len(ids) {
-			rows, err := q.MessageTokensByIDs(ctx, tx, ids)
+			// Which ones? Rows this statement changed now carry SENT and our token.
+			rows, err := q.MessageTokensByIDs(ctx, db, ids)
 			if err != nil {
 				return 0, 0, fmt.Errorf("find refused writes: %w", err)
 			}
 			for _, row := range rows {
 				if row.Status != store.OutboxMessagesStatusSENT || row.ClaimToken.String != tok {
-					refusedIDs = append(refusedIDs, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
+					refusedRes = append(refusedRes, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
 				}
 			}
 		}
@@ -768,9 +782,9 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		case OutcomeSent:
 			continue
 		case OutcomeRetried:
-			n, err = q.MessageMarkRetry(ctx, tx, store.MessageMarkRetryParams{DelayUs: r.delay.Microseconds(), LastError: msg, ID: int64(r.id), ClaimToken: tok})
+			n, err = q.MessageMarkRetry(ctx, db, store.MessageMarkRetryParams{DelayUs: r.delay.Microseconds(), LastError: msg, ID: int64(r.id), ClaimToken: tok})
 		case OutcomeFailed:
-			n, err = q.MessageMarkFailed(ctx, tx, store.MessageMarkFailedParams{LastError: msg, ID: int64(r.id), ClaimToken: tok})
+			n, err = q.MessageMarkFailed(ctx, db, store.MessageMarkFailedParams{LastError: msg, ID: int64(r.id), ClaimToken: tok})
 		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("mark %s: %w", r.outcome, err)
@@ -778,17 +792,19 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		if n == 1 {
 			written++
 		} else {
-			refusedIDs = append(refusedIDs, r)
+			refusedRes = append(refusedRes, r)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, 0, fmt.Errorf("commit: %w", err)
+	if tx != nil {
+		if err := tx.Commit(); err != nil {
+			return 0, 0, fmt.Errorf("commit: %w", err)
+		}
 	}
-	for _, r := range refusedIDs {
+	for _, r := range refusedRes {
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result refused by the fence: the claim was reclaimed and the row belongs to a newer claim",
 			slog.Int64("message_id", int64(r.id)), slog.String("claim_token", r.token), slog.String("outcome", string(r.outcome)))
 	}
-	return written, len(refusedIDs), nil
+	return written, len(refusedRes), nil
 }
 
 // maintainLoop runs reclaim (step 4) and the stuck watch (step 5) at start and then every

@@ -728,3 +728,55 @@ func TestInTxWakesWorker(t *testing.T) {
 		t.Fatal("InTx did not wake the worker (PollInterval is 1m)")
 	}
 }
+
+type claimObserver struct {
+	NopObserver
+	mu       sync.Mutex
+	maxClaim int
+	handled  map[Outcome]int
+}
+
+func (o *claimObserver) Claimed(n int, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.maxClaim = max(o.maxClaim, n)
+}
+
+func (o *claimObserver) Handled(_ string, out Outcome, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.handled == nil {
+		o.handled = map[Outcome]int{}
+	}
+	o.handled[out]++
+}
+
+func TestClaimNeverExceedsFreeSlots(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	obs := &claimObserver{}
+	release := make(chan struct{})
+	var running, peak atomic.Int64
+	r := NewRouter()
+	r.Handle("slots", Policy{}, func(context.Context, json.RawMessage, Delivery) error {
+		peak.Store(max(peak.Load(), running.Add(1)))
+		defer running.Add(-1)
+		<-release
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2, BatchSize: 100, Observer: obs})
+	enqueueN(t, db.DB, "slots", 10)
+	start(t, w)
+	waitFor(t, 5*time.Second, "two handlers running", func() bool { return running.Load() == 2 })
+	time.Sleep(100 * time.Millisecond) // several polls with no free slot
+	if n := countRows(t, db, "status='PROCESSING'"); n != 2 {
+		t.Fatalf("%d rows PROCESSING with 2 dispatch slots busy, want 2: a claim must not take more rows than free slots", n)
+	}
+	close(release)
+	waitFor(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 10 })
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.maxClaim > 2 || peak.Load() > 2 || obs.handled[OutcomeSent] != 10 {
+		t.Fatalf("largest claim %d, peak concurrency %d, sent %d; want <= 2, <= 2, 10", obs.maxClaim, peak.Load(), obs.handled[OutcomeSent])
+	}
+}

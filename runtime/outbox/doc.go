@@ -1,0 +1,92 @@
+// Package outbox is the runtime of outboxgen: a transactional outbox on one MySQL/MariaDB
+// table (outbox_messages), with no broker. Generated code (outboxgen generate) calls Enqueue,
+// Router.Handle and the types of this package; applications run a Worker and, for operators,
+// Stats, ListFailed, Retry, Purge and Migrate.
+//
+// # The model
+//
+// A business transaction that must cause an effect elsewhere (a mail, a webhook, a call to
+// another service) writes a row into outbox_messages in the same transaction, with Enqueue.
+// The change and "this must be sent" commit or roll back together: no dual write, and the
+// business transaction never waits on external I/O. A Worker later delivers each committed
+// row to the handler registered for its event type, and records the result on the row.
+//
+// # The Tx story
+//
+// Enqueue runs one INSERT on the DBTX it is given, normally the caller's *sql.Tx. It never
+// begins, commits or rolls back anything:
+//   - the message is visible to workers only after the caller commits;
+//   - if the caller rolls back, the message is gone with the rest of the transaction, and no
+//     handler ever sees it;
+//   - Enqueue on a *sql.DB works but is its own autocommitted statement, outside any business
+//     transaction: that is the dual write the outbox exists to avoid.
+//
+// Because Enqueue cannot know when the caller commits, it cannot wake a worker. InTx(ctx, db,
+// fn) begins, runs fn, commits (rolling back on an error or a panic) and then wakes every
+// Worker of this process running on that *sql.DB, so delivery starts at once instead of at the
+// next PollInterval. A caller that manages its own transaction calls Worker.Wake after Commit.
+// Migrate never runs on a caller's transaction: MySQL commits DDL implicitly.
+//
+// # The worker's cycle
+//
+//  1. Claim: one short READ COMMITTED transaction selects due PENDING rows of the router's
+//     event types with FOR UPDATE SKIP LOCKED, in the claim index's order, never more rows than
+//     there are free dispatch slots; marks them PROCESSING with attempts+1, claimed_at, a lease
+//     (reclaim_after = claimed_at + Config.StaleAfter) and a fresh claim_token; and commits.
+//     Rows of types this router does not handle are never claimed, so an old instance in a
+//     rolling deploy leaves new event types alone. Several workers, in one process or many,
+//     take disjoint rows; no lock or leader is needed.
+//  2. Dispatch: each handler runs outside every transaction and lock, with bounded
+//     concurrency (Config.Concurrency) and its event's Policy.Timeout as its context deadline.
+//     A panic is recovered and treated as an error, its stack kept in last_error.
+//  3. Record: success -> SENT; an error -> PENDING again, due after the backoff (full jitter
+//     computed in Go, applied in SQL from the database clock) or after the delay asked with
+//     RetryAfter; Permanent errors, exhausted attempts and undecodable payloads (generated
+//     wrappers return Permanent for them) -> FAILED with last_error. Results are written in
+//     batches, one transaction per batch, and every write is fenced on (id, status
+//     PROCESSING, claim_token) and checked by its rows affected: a worker whose claim was
+//     reclaimed can never overwrite the new owner's result.
+//  4. Reclaim: every worker, every Config.ReclaimInterval, returns PROCESSING rows whose lease
+//     has passed to PENDING, or to FAILED when their attempts are exhausted. Attempts counted
+//     the claim already, so a message that kills its worker cannot loop forever.
+//  5. Watch: rows PROCESSING for more than three times their own lease mean nobody is
+//     reclaiming. Stats counts them as Stuck, and every worker reports them through
+//     Config.Reporter as incident.Stuck (and logs them at error level) each time it sees any.
+//
+// Every status time comes from the database clock (UTC), never the application's, so
+// instances with skewed clocks agree, and the lease lives on the row, so workers with
+// different StaleAfter share one table and Stats needs no worker configuration.
+//
+// # At-least-once
+//
+// Delivery is at-least-once, not exactly-once: a worker that runs a handler and dies (or loses
+// its database connection) before its result is recorded leaves the row PROCESSING; after the
+// lease the row is reclaimed and delivered again, with Delivery.Attempt counting both claims.
+// Handlers whose effects must not repeat deduplicate on Delivery.IdempotencyKey, for database
+// effects with Once in the handler's own transaction. A handler that fails must return an
+// error: swallowing it marks the message SENT and defeats the outbox.
+//
+// # Deadlines and shutdown
+//
+// Every event timeout must be shorter than the worker's StaleAfter (NewWorker refuses
+// otherwise): a handler still running when its lease ends would be reclaimed and run twice.
+// A handler that returns nil after its deadline still counts as a success; the fence decides
+// whether that write lands.
+//
+// Cancelling Run's context stops claiming at once. Handlers already running keep their own
+// context until their event timeout, or until Config.ShutdownTimeout passes, when it is
+// cancelled; the results of the handlers that return are recorded, and Run returns nil.
+//
+// Go cannot kill a goroutine. A handler that ignores its context keeps running, and keeps its
+// dispatch slot, for as long as it likes: the worker reports it as incident.HandlerHung once
+// it outlives its timeout, and at shutdown Run returns without it. Whatever it does after that
+// is not recorded; its row stays PROCESSING until its lease passes and another worker
+// reclaims it. Handlers must honour their context.
+//
+// # Connection settings
+//
+// The DSN must set parseTime=true and use loc=UTC (go-sql-driver/mysql's default); NewWorker
+// and Migrate check both and name the parameter when it is wrong. interpolateParams=true saves
+// one round trip per statement (the driver otherwise prepares every statement with
+// arguments), which matters for Enqueue's share of a short business transaction.
+package outbox
