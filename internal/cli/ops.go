@@ -1,19 +1,748 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-// The operator subcommands (status, retry, purge, migrate) live in this file; the generator's
-// subcommands and the dispatcher live in cli.go. These stubs are replaced by the operations work.
+// The operator subcommands: status, retry, purge, migrate. They run the runtime's own calls
+// (outbox.Stats, ListFailed, Retry, Purge, Migrate) and have no SQL of their own, so the CLI and
+// an application's dashboard always agree. The generator's subcommands and the dispatcher live
+// in cli.go.
 
-func runStatus(args []string, stdout, stderr io.Writer) int  { return notYet("status", stderr) }
-func runRetry(args []string, stdout, stderr io.Writer) int   { return notYet("retry", stderr) }
-func runPurge(args []string, stdout, stderr io.Writer) int   { return notYet("purge", stderr) }
-func runMigrate(args []string, stdout, stderr io.Writer) int { return notYet("migrate", stderr) }
+// Exit codes of the operator subcommands. 1 is reserved for `status --check` so that a probe
+// can tell "the outbox needs a person" from "the probe itself could not run" (2 and 3).
+const (
+	opsExitOK    = 0
+	opsExitCheck = 1 // status --check: stuck rows, or rows FAILED within the window
+	opsExitUsage = 2 // bad flags or arguments, no or malformed DSN
+	opsExitDB    = 3 // database unreachable or a runtime call failed
+)
 
-func notYet(cmd string, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "outboxgen %s: not implemented yet\n", cmd)
-	return 2
+// lastErrorWidth truncates last_error in status and retry listings: enough to recognise the
+// error; `outboxgen retry --dry-run --id N` shows the same, the table holds the whole text.
+const lastErrorWidth = 160
+
+const dsnHelp = `
+The database comes from --dsn or, when that is empty, $OUTBOX_DSN (keeps the password out of
+the process list), in go-sql-driver/mysql form: user:password@tcp(host:3306)/dbname.
+parseTime=true and loc=UTC are always set (the runtime reads times as UTC). The DSN's timeout
+(10s when it sets none) bounds the whole connect. The password is never printed.
+
+Exit codes: 0 ok, 1 status --check found a problem, 2 usage, 3 database unreachable or failing.
+`
+
+const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--failed 10] [--dsn DSN]
+
+Prints the outbox's state from the database (outbox.Stats): by event type the PENDING, due,
+PROCESSING, stale, stuck and FAILED counts (never SENT: that part of the table grows without
+bound), the oldest pending message's age, and the newest FAILED messages with their last_error.
+
+  due      PENDING and next_attempt_at has passed: waiting only for a worker
+  stale    PROCESSING past its lease (reclaim_after): its worker died or hung; a live worker
+           will reclaim it
+  stuck    PROCESSING past 3x its lease: nobody is reclaiming; no worker is alive for it
+  oldest pending age   how far delivery lags behind enqueue
+
+--check exits 1 when stuck > 0 or any message FAILED within --window, so a cron job or probe
+alerts on new failures without staying red forever over old ones.
+`
+
+const retryHelp = `usage: outboxgen retry (--id N ... | --event-type T | --failed-since D) [--dry-run] [--dsn DSN]
+
+Moves FAILED messages back to PENDING, due now, with attempts reset to 0 (outbox.Retry).
+The selectors combine (AND); at least one is required. To retry every FAILED message, say
+--failed-since with a long duration (e.g. 3650d). Prints the count; with --dry-run it lists
+the messages that would move and changes nothing.
+
+--failed-since takes a duration ago in Go syntax plus days (30m, 36h, 7d, 1d12h), measured on
+this machine's clock, or an RFC 3339 time (2026-12-01T00:00:00Z).
+`
+
+const purgeHelp = `usage: outboxgen purge --older-than D [--status sent|failed] [--batch-size N] [--dsn DSN]
+
+Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
+D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
+locks for long (outbox.Purge). Ages are measured on the database clock. Prints the count.
+`
+
+const migrateHelp = `usage: outboxgen migrate [--dsn DSN]
+
+Applies the outbox schema (outbox.Migrate): CREATE TABLE IF NOT EXISTS for every table, so
+running it twice is harmless. It also checks the connection settings the runtime needs.
+`
+
+// opsCmd is one operator subcommand invocation: its flags, its output streams (which scrub
+// the DSN's password from everything written), and its database.
+type opsCmd struct {
+	name   string
+	help   string
+	fs     *flag.FlagSet
+	dsnArg string
+	out    *scrubWriter
+	errw   *scrubWriter
+	dsn    opsDSN
+	getenv func(string) string
+	log    driverLog
+}
+
+func newOpsCmd(name, help string, stdout, stderr io.Writer) *opsCmd {
+	c := &opsCmd{
+		name: name, help: help,
+		fs:     flag.NewFlagSet("outboxgen "+name, flag.ContinueOnError),
+		out:    &scrubWriter{w: stdout},
+		errw:   &scrubWriter{w: stderr},
+		getenv: os.Getenv,
+	}
+	c.fs.StringVar(&c.dsnArg, "dsn", "", "database DSN (default $"+envDSN+")")
+	return c
+}
+
+// parse parses args; ok=false means the command is over with the returned exit code.
+func (c *opsCmd) parse(args []string) (code int, ok bool) {
+	var flagOut bytes.Buffer
+	c.fs.SetOutput(&flagOut)
+	c.fs.Usage = func() {
+		fmt.Fprint(&flagOut, c.help, "\nflags:\n")
+		c.fs.PrintDefaults()
+		fmt.Fprint(&flagOut, dsnHelp)
+	}
+	err := c.fs.Parse(args)
+	// The flag package echoes bad values; scrub with whatever password the DSN carries, even
+	// before knowing whether the DSN parses.
+	dsnRaw := c.dsnArg
+	if dsnRaw == "" {
+		dsnRaw = c.getenv(envDSN)
+	}
+	c.setSecrets(passwordForms(rawPassword(dsnRaw)))
+	if errors.Is(err, flag.ErrHelp) {
+		c.out.Write(flagOut.Bytes())
+		return opsExitOK, false
+	}
+	if err != nil {
+		c.errw.Write(flagOut.Bytes())
+		return opsExitUsage, false
+	}
+	if c.fs.NArg() > 0 {
+		// Not echoed: a DSN pasted as an argument would print its password.
+		return c.usageErr("%s takes no arguments (got %d); the database goes in --dsn or $%s", c.name, c.fs.NArg(), envDSN), false
+	}
+	return opsExitOK, true
+}
+
+func (c *opsCmd) setSecrets(s []string) {
+	c.out.secrets = append(c.out.secrets, s...)
+	c.errw.secrets = append(c.errw.secrets, s...)
+}
+
+// usageErr prints one line and "see --help", and returns opsExitUsage.
+func (c *opsCmd) usageErr(format string, args ...any) int {
+	fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, fmt.Sprintf(format, args...), c.name)
+	return opsExitUsage
+}
+
+// dbErr prints one line naming the database (without password) and returns opsExitDB. Driver
+// errors can be multi-line (Migrate appends the statement); the first line is the cause.
+func (c *opsCmd) dbErr(what string, err error) int {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = strings.TrimSpace(msg[:i])
+	}
+	if logged := c.log.take(); len(logged) > 0 {
+		msg += " (driver: " + strings.Join(logged, "; ") + ")"
+	}
+	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.dsn.shown, msg)
+	return opsExitDB
+}
+
+// open resolves the DSN and connects. The pool is small: each command runs a few statements.
+func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
+	d, err := resolveDSN(c.dsnArg, c.getenv)
+	if err != nil {
+		return nil, c.usageErr("%v", err), false
+	}
+	c.dsn = d
+	c.setSecrets(d.secrets)
+	d.cfg.Logger = &c.log
+	connector, err := mysql.NewConnector(d.cfg)
+	if err != nil {
+		return nil, c.usageErr("invalid DSN: %v", err), false
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(4)
+	// The DSN's timeout bounds the whole connect, handshake included: a host that accepts the
+	// TCP connection and then says nothing must not hang the command.
+	pingCtx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %s (the DSN's timeout)", d.cfg.Timeout)
+		}
+		return nil, c.dbErr("cannot connect", err), false
+	}
+	return db, opsExitOK, true
+}
+
+// closeDB closes the pool; an error there is reported, and turns a success into exit 3.
+func (c *opsCmd) closeDB(db *sql.DB, code int) int {
+	for _, m := range c.log.take() {
+		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, m)
+	}
+	if err := db.Close(); err != nil {
+		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %v\n", c.name, err)
+		if code == opsExitOK {
+			return opsExitDB
+		}
+	}
+	return code
+}
+
+// opsContext is cancelled by SIGINT/SIGTERM, so a long purge stops between batches.
+func opsContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// ---- status ----
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("status", statusHelp, stdout, stderr)
+	asJSON := c.fs.Bool("json", false, "print JSON (the shape is documented in docs/operations.md)")
+	check := c.fs.Bool("check", false, "exit 1 when stuck > 0 or messages FAILED within --window")
+	window := durationFlag{d: time.Hour}
+	c.fs.Var(&window, "window", "how far back a FAILED message fails --check (Go syntax or days)")
+	nFailed := c.fs.Int("failed", 10, "how many of the newest FAILED messages to list (0: none)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if window.d <= 0 {
+		return c.usageErr("--window must be positive, got %s", window.String())
+	}
+	if *nFailed < 0 {
+		return c.usageErr("--failed must be >= 0, got %d", *nFailed)
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, window.d, *nFailed))
+}
+
+// statusReport is the JSON shape of `outboxgen status --json`, documented in docs/operations.md.
+type statusReport struct {
+	Pending              int64                 `json:"pending"`
+	Due                  int64                 `json:"due"`
+	Processing           int64                 `json:"processing"`
+	Stale                int64                 `json:"stale"`
+	Stuck                int64                 `json:"stuck"`
+	Failed               int64                 `json:"failed"`
+	OldestPendingSeconds float64               `json:"oldest_pending_seconds"`
+	ByType               map[string]typeReport `json:"by_type"`
+	NewestFailed         []failedReport        `json:"newest_failed"`
+	Check                checkReport           `json:"check"`
+}
+
+type typeReport struct {
+	Pending    int64 `json:"pending"`
+	Due        int64 `json:"due"`
+	Processing int64 `json:"processing"`
+	Stale      int64 `json:"stale"`
+	Stuck      int64 `json:"stuck"`
+	Failed     int64 `json:"failed"`
+	// OldestPendingSeconds is this type's oldest PENDING row's age; 0 when none.
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+}
+
+type failedReport struct {
+	ID          int64     `json:"id"`
+	EventType   string    `json:"event_type"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	FailedAt    time.Time `json:"failed_at"`
+	LastError   string    `json:"last_error"`
+}
+
+type checkReport struct {
+	OK             bool     `json:"ok"`
+	WindowSeconds  float64  `json:"window_seconds"`
+	FailedInWindow int64    `json:"failed_in_window"`
+	Problems       []string `json:"problems"`
+}
+
+func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, window time.Duration, nFailed int) int {
+	snap, err := outbox.Stats(ctx, db)
+	if err != nil {
+		return c.dbErr("stats", err)
+	}
+	rep := statusReport{
+		Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
+		Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
+		OldestPendingSeconds: snap.OldestPending.Seconds(),
+		ByType:               map[string]typeReport{},
+		NewestFailed:         []failedReport{},
+		Check:                checkReport{WindowSeconds: window.Seconds(), Problems: []string{}},
+	}
+	for t, tc := range snap.ByType {
+		rep.ByType[t] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds()}
+	}
+	if nFailed > 0 && snap.Failed > 0 {
+		failed, err := newestFailed(ctx, db, nFailed, snap.Failed, time.Now())
+		if err != nil {
+			return c.dbErr("list failed", err)
+		}
+		for _, f := range failed {
+			rep.NewestFailed = append(rep.NewestFailed, failedReport{
+				ID: int64(f.ID), EventType: f.EventType, Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
+				FailedAt: f.FailedAt, LastError: opsTruncate(f.LastError, lastErrorWidth),
+			})
+		}
+	}
+	// The window is measured on this machine's clock against failed_at from the database
+	// clock; skew of a few seconds does not matter at the scale of a window.
+	if snap.Failed > 0 {
+		recent, err := countFailed(ctx, db, outbox.Filter{FailedSince: time.Now().Add(-window)})
+		if err != nil {
+			return c.dbErr("count recent failures", err)
+		}
+		rep.Check.FailedInWindow = recent
+	}
+	if rep.Stuck > 0 {
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", rep.Stuck))
+	}
+	if rep.Check.FailedInWindow > 0 {
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("%d message(s) FAILED within the last %s", rep.Check.FailedInWindow, formatAge(window)))
+	}
+	rep.Check.OK = len(rep.Check.Problems) == 0
+
+	if asJSON {
+		enc := json.NewEncoder(c.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %v\n", err)
+			return opsExitDB
+		}
+	} else {
+		c.printStatus(rep, window)
+	}
+	if check && !rep.Check.OK {
+		return opsExitCheck
+	}
+	return opsExitOK
+}
+
+func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
+	// Built whole, then written once: the scrubbing writer sees complete lines.
+	var b bytes.Buffer
+	defer func() { c.out.Write(b.Bytes()) }()
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING")
+	types := make([]string, 0, len(rep.ByType))
+	for t := range rep.ByType {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		tc := rep.ByType[t]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed,
+			pendingAge(tc.Pending, tc.OldestPendingSeconds))
+	}
+	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed,
+		pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	w.Flush()
+
+	fmt.Fprintln(&b)
+	fmt.Fprintf(&b, "%-17s%s (delivery lag)\n", "oldest pending:", pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	fmt.Fprintf(&b, "%-17s%d (PROCESSING past their lease; a live worker reclaims them)\n", "stale:", rep.Stale)
+	if rep.Stuck > 0 {
+		fmt.Fprintf(&b, "%-17s%d (PROCESSING past 3x their lease: NOBODY IS RECLAIMING)\n", "stuck:", rep.Stuck)
+	} else {
+		fmt.Fprintf(&b, "%-17s0\n", "stuck:")
+	}
+	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
+
+	if len(rep.NewestFailed) > 0 {
+		fmt.Fprintf(&b, "\nnewest FAILED (%d of %d; retry with `outboxgen retry --id N`):\n", len(rep.NewestFailed), rep.Failed)
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
+		for _, f := range rep.NewestFailed {
+			fmt.Fprintf(w, "  %d\t%s\t%d/%d\t%s\t%s\n", f.ID, f.EventType, f.Attempts, f.MaxAttempts,
+				f.FailedAt.UTC().Format(time.RFC3339), opsOneLine(f.LastError))
+		}
+		w.Flush()
+	}
+	if rep.Check.OK {
+		fmt.Fprintln(&b, "\ncheck: ok")
+	} else {
+		fmt.Fprintf(&b, "\ncheck: FAILING: %s\n", strings.Join(rep.Check.Problems, "; "))
+	}
+}
+
+func pendingAge(pending int64, seconds float64) string {
+	if pending == 0 {
+		return "-"
+	}
+	return formatAge(time.Duration(seconds * float64(time.Second)))
+}
+
+// countFailed counts the FAILED rows matching f. outbox.Retry's dry run is the runtime's
+// count of exactly that; DryRun is forced here so this can never move a row.
+func countFailed(ctx context.Context, db outbox.DBTX, f outbox.Filter) (int64, error) {
+	f.DryRun = true
+	return outbox.Retry(ctx, db, f)
+}
+
+// newestFailed returns up to n of the most recently FAILED messages, newest first.
+// outbox.ListFailed returns the oldest failures first, so it finds a window [now-w, ...) that
+// holds at least n and at most a few times n failures (counting with countFailed, an index
+// range count on (status, failed_at)), lists that window and keeps its newest n. total is the
+// table's FAILED count from Stats.
+func newestFailed(ctx context.Context, db outbox.DBTX, n int, total int64, now time.Time) ([]outbox.FailedMessage, error) {
+	limit := max(4*n, 100) // the most rows one listing loads
+	var since time.Time
+	if total > int64(limit) {
+		count := func(w time.Duration) (int64, error) {
+			return countFailed(ctx, db, outbox.Filter{FailedSince: now.Add(-w)})
+		}
+		lo, hi := time.Duration(0), time.Minute // count(lo) < n is the invariant
+		for {
+			c, err := count(hi)
+			if err != nil {
+				return nil, err
+			}
+			if c >= int64(n) || hi > 100*365*24*time.Hour {
+				if c <= int64(limit) {
+					lo = hi // hi is already a good window
+				}
+				break
+			}
+			lo, hi = hi, 2*hi
+		}
+		// Bisect while the window holds too many; failures sharing one failed_at may keep it
+		// above limit, and then the listing below shows the oldest of that newest cluster.
+		for i := 0; i < 40 && lo != hi; i++ {
+			mid := lo + (hi-lo)/2
+			c, err := count(mid)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case c < int64(n):
+				lo = mid
+			case c > int64(limit):
+				hi = mid
+			default:
+				lo, hi = mid, mid
+			}
+		}
+		since = now.Add(-hi)
+	}
+	list, err := outbox.ListFailed(ctx, db, outbox.Filter{FailedSince: since}, limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) > n {
+		list = list[len(list)-n:]
+	}
+	for i, j := 0, len(list)-1; i < j; i, j = i+1, j-1 {
+		list[i], list[j] = list[j], list[i]
+	}
+	return list, nil
+}
+
+// ---- retry ----
+
+func runRetry(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("retry", retryHelp, stdout, stderr)
+	var ids idsFlag
+	c.fs.Var(&ids, "id", "a FAILED message's id (repeatable)")
+	eventType := c.fs.String("event-type", "", "only messages of this event type (the wire name)")
+	var since sinceFlag
+	c.fs.Var(&since, "failed-since", "only messages that FAILED since: a duration ago (7d, 36h) or an RFC 3339 time")
+	dryRun := c.fs.Bool("dry-run", false, "list what would move and change nothing")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if len(ids) == 0 && *eventType == "" && !since.set {
+		return c.usageErr("say which messages: --id, --event-type or --failed-since (all FAILED: --failed-since 3650d)")
+	}
+	f := outbox.Filter{IDs: ids, EventType: *eventType, FailedSince: since.at(time.Now()), DryRun: *dryRun}
+
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	return c.closeDB(db, c.retry(ctx, db, f))
+}
+
+// dryRunList caps the listing of a dry run; the count is always exact.
+const dryRunList = 100
+
+func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
+	if !f.DryRun {
+		n, err := outbox.Retry(ctx, db, f)
+		if err != nil {
+			return c.dbErr("retry", err)
+		}
+		fmt.Fprintf(c.out, "retried %d message(s): FAILED -> PENDING, attempts reset, due now\n", n)
+		c.noteMissingIDs(f, n)
+		return opsExitOK
+	}
+	n, err := outbox.Retry(ctx, db, f)
+	if err != nil {
+		return c.dbErr("retry --dry-run", err)
+	}
+	if n > 0 {
+		list, err := outbox.ListFailed(ctx, db, f, dryRunList)
+		if err != nil {
+			return c.dbErr("list failed", err)
+		}
+		var b bytes.Buffer
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
+		for _, m := range list {
+			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, m.EventType, m.Attempts, m.MaxAttempts,
+				m.FailedAt.UTC().Format(time.RFC3339), opsOneLine(opsTruncate(m.LastError, lastErrorWidth)))
+		}
+		w.Flush()
+		c.out.Write(b.Bytes())
+		if int64(len(list)) < n {
+			fmt.Fprintf(c.out, "... and %d more\n", n-int64(len(list)))
+		}
+	}
+	fmt.Fprintf(c.out, "would retry %d message(s) (dry run: nothing changed)\n", n)
+	c.noteMissingIDs(f, n)
+	return opsExitOK
+}
+
+// noteMissingIDs says when some of the given ids did not match: not FAILED (already retried,
+// SENT, still PENDING), filtered out by the other selectors, or absent.
+func (c *opsCmd) noteMissingIDs(f outbox.Filter, n int64) {
+	if len(f.IDs) > 0 && n < int64(len(f.IDs)) {
+		fmt.Fprintf(c.out, "%d of the %d given id(s) did not match a FAILED message\n", int64(len(f.IDs))-n, len(f.IDs))
+	}
+}
+
+// ---- purge ----
+
+func runPurge(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("purge", purgeHelp, stdout, stderr)
+	var olderThan durationFlag
+	c.fs.Var(&olderThan, "older-than", "delete messages older than this (required; Go syntax or days: 7d)")
+	status := c.fs.String("status", "sent", "which messages: sent or failed")
+	batch := c.fs.Int("batch-size", 0, "rows per DELETE (0: the runtime's default)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if !olderThan.set {
+		return c.usageErr("--older-than is required (e.g. --older-than 7d)")
+	}
+	if olderThan.d < 0 {
+		return c.usageErr("--older-than must not be negative, got %s", olderThan.String())
+	}
+	var st outbox.Status
+	switch strings.ToLower(*status) {
+	case "sent":
+		st = outbox.StatusSent
+	case "failed":
+		st = outbox.StatusFailed
+	default:
+		return c.usageErr("--status must be sent or failed, got %q", *status)
+	}
+	if *batch < 0 {
+		return c.usageErr("--batch-size must be >= 0, got %d", *batch)
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	n, err := outbox.Purge(ctx, db, outbox.PurgeFilter{Status: st, OlderThan: olderThan.d, BatchSize: *batch})
+	if err != nil {
+		// Batches before the error are committed; say how many went.
+		fmt.Fprintf(c.out, "purged %d %s message(s) before the error\n", n, st)
+		return c.closeDB(db, c.dbErr("purge", err))
+	}
+	fmt.Fprintf(c.out, "purged %d %s message(s) older than %s\n", n, st, formatAge(olderThan.d))
+	return c.closeDB(db, opsExitOK)
+}
+
+// ---- migrate ----
+
+func runMigrate(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("migrate", migrateHelp, stdout, stderr)
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	if err := outbox.Migrate(ctx, db); err != nil {
+		return c.closeDB(db, c.dbErr("migrate", err))
+	}
+	fmt.Fprintln(c.out, "outbox schema applied (tables that already existed were left as they were)")
+	return c.closeDB(db, opsExitOK)
+}
+
+// ---- flag values and helpers ----
+
+// durationFlag is a flag.Value in parseDurationDays's syntax (Go plus days).
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return formatAge(f.d)
+}
+
+func (f *durationFlag) Set(s string) error {
+	d, err := parseDurationDays(s)
+	if err != nil {
+		return err
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// sinceFlag is --failed-since: an RFC 3339 time, or a duration ago.
+type sinceFlag struct {
+	t   time.Time
+	ago time.Duration
+	set bool
+}
+
+func (f *sinceFlag) String() string { return "" }
+
+func (f *sinceFlag) Set(s string) error {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		f.t, f.ago, f.set = t.UTC(), 0, true
+		return nil
+	}
+	d, err := parseDurationDays(s)
+	if err != nil {
+		return fmt.Errorf("want a duration ago (7d, 36h) or an RFC 3339 time: %v", err)
+	}
+	if d <= 0 {
+		return fmt.Errorf("the duration must be positive, got %s", s)
+	}
+	f.t, f.ago, f.set = time.Time{}, d, true
+	return nil
+}
+
+// at resolves the flag against now; the zero time means "no time filter".
+func (f *sinceFlag) at(now time.Time) time.Time {
+	if !f.set {
+		return time.Time{}
+	}
+	if f.ago > 0 {
+		return now.Add(-f.ago).UTC()
+	}
+	return f.t
+}
+
+// idsFlag is the repeatable --id.
+type idsFlag []outbox.MessageID
+
+func (f *idsFlag) String() string {
+	parts := make([]string, len(*f))
+	for i, id := range *f {
+		parts[i] = strconv.FormatInt(int64(id), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *idsFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("want a positive message id, got %q", s)
+	}
+	*f = append(*f, outbox.MessageID(n))
+	return nil
+}
+
+// scrubWriter removes the DSN's password from everything written through it: the last line
+// of defence, behind not printing the DSN in the first place. Each Write is one whole line or
+// more (every print here is a single call), so a password never straddles two writes.
+type scrubWriter struct {
+	w       io.Writer
+	secrets []string
+}
+
+func (s *scrubWriter) Write(p []byte) (int, error) {
+	if len(s.secrets) == 0 {
+		return s.w.Write(p)
+	}
+	if _, err := io.WriteString(s.w, scrub(string(p), s.secrets)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// driverLog collects what go-sql-driver/mysql logs (to os.Stderr by default), which is often
+// the real cause behind its "invalid connection" error: a failing command prints it on its one
+// error line, a successful one as lines of their own. Either way through the scrubbing writer.
+type driverLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// Print implements mysql.Logger.
+func (l *driverLog) Print(v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, opsOneLine(fmt.Sprint(v...)))
+}
+
+func (l *driverLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.msgs
+	l.msgs = nil
+	return m
+}
+
+func opsTruncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
+}
+
+func opsOneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }

@@ -20,8 +20,10 @@ const defaultDialTimeout = 10 * time.Second
 // opsDSN is a parsed operator DSN: what to connect with, what may be printed, and what must
 // be scrubbed from any text printed.
 type opsDSN struct {
-	// connect is the DSN handed to the driver: parseTime=true and loc=UTC are always set,
+	// cfg is what the driver connects with: parseTime=true and loc=UTC are always set,
 	// because the runtime reads DATETIME columns as UTC time.Time.
+	cfg *mysql.Config
+	// connect is cfg as a DSN string.
 	connect string
 	// shown is the DSN with the password removed; the only form ever printed.
 	shown string
@@ -50,9 +52,9 @@ func resolveDSN(flagValue string, getenv func(string) string) (opsDSN, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = defaultDialTimeout
 	}
-	connect := cfg.FormatDSN()
-	cfg.Passwd = ""
-	return opsDSN{connect: connect, shown: cfg.FormatDSN(), secrets: secrets}, nil
+	// Shown as user@net(addr)/db: enough to tell which database, none of the parameters.
+	shown := fmt.Sprintf("%s@%s(%s)/%s", cfg.User, cfg.Net, cfg.Addr, cfg.DBName)
+	return opsDSN{cfg: cfg, connect: cfg.FormatDSN(), shown: shown, secrets: secrets}, nil
 }
 
 // rawPassword extracts the password the way the driver does (between the first ':' and the

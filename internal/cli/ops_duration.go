@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// parseDuration accepts Go's time.ParseDuration syntax plus a "d" unit of 24 hours, alone or
+// parseDurationDays accepts Go's time.ParseDuration syntax plus a "d" unit of 24 hours, alone or
 // mixed with the others: 7d, 36h, 1d12h, 1.5d, 90m. Retention and windows are naturally said
 // in days, which Go's syntax lacks. A day is 24h: these are ages, not calendar dates.
-func parseDuration(s string) (time.Duration, error) {
+func parseDurationDays(s string) (time.Duration, error) {
 	orig := s
 	if s == "" {
 		return 0, errors.New("empty duration")
@@ -72,16 +72,22 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// formatAge prints a duration for people: whole seconds, with days when it is long.
+// formatAge prints a duration for people, in whole seconds, with days when long and without
+// zero units: 2d, 1h, 3m12s, 2d2h30s. parseDurationDays reads it back.
 func formatAge(d time.Duration) string {
 	d = d.Round(time.Second)
-	if d < 24*time.Hour {
-		return d.String()
+	if d < 0 {
+		return "-" + formatAge(-d)
 	}
-	days := d / (24 * time.Hour)
-	rest := d - days*24*time.Hour
-	if rest == 0 {
-		return fmt.Sprintf("%dd", days)
+	var b strings.Builder
+	for _, u := range []struct {
+		size time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.size; n > 0 || (u.name == "s" && b.Len() == 0) {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.size
+		}
 	}
-	return fmt.Sprintf("%dd%s", days, rest)
+	return b.String()
 }

@@ -1,0 +1,694 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// The operator commands against the real server (OUTBOX_TEST_DSN; skipped without it). Each
+// test has its own database (testdb), built with outbox.Enqueue and SQL fixtures for the
+// states a test cannot wait for (stuck leases, old failures).
+
+type opsFunc func(args []string, stdout, stderr io.Writer) int
+
+type opsResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runOps(fn opsFunc, args ...string) opsResult {
+	var out, errb bytes.Buffer
+	code := fn(args, &out, &errb)
+	return opsResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (r opsResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+func mustExit(t *testing.T, r opsResult, want int) {
+	t.Helper()
+	if r.code != want {
+		t.Fatalf("want exit %d, got %s", want, r)
+	}
+}
+
+// fixtures writes rows directly: the times are offsets in seconds from the database clock
+// (negative = in the past), NULL when nil.
+type fixtures struct {
+	t  *testing.T
+	db *testdb.DB
+}
+
+func secs(n int) *int { return &n }
+
+func (f fixtures) insert(eventType, status string, attempts int, created, claimed, reclaimAfter, sent, failed *int, lastError string) outbox.MessageID {
+	f.t.Helper()
+	ts := func(off *int) string {
+		if off == nil {
+			return "NULL"
+		}
+		return fmt.Sprintf("TIMESTAMPADD(SECOND, %d, UTC_TIMESTAMP(6))", *off)
+	}
+	if created == nil {
+		created = secs(0)
+	}
+	var token, lastErr any
+	if claimed != nil {
+		token = "fixture"
+	}
+	if lastError != "" {
+		lastErr = lastError
+	}
+	res := f.db.MustExec(f.t, `INSERT INTO outbox_messages
+		(event_type, payload, status, attempts, max_attempts, next_attempt_at, claimed_at, reclaim_after,
+		 claim_token, last_error, created_at, sent_at, failed_at)
+		VALUES (?, '{}', ?, ?, 10, `+ts(created)+`, `+ts(claimed)+`, `+ts(reclaimAfter)+`, ?, ?, `+
+		ts(created)+`, `+ts(sent)+`, `+ts(failed)+`)`, eventType, status, attempts, token, lastErr)
+	id, err := res.LastInsertId()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return outbox.MessageID(id)
+}
+
+// processing adds a claimed row: claimed ago seconds back with a lease of lease seconds.
+func (f fixtures) processing(eventType string, ago, lease int) outbox.MessageID {
+	f.t.Helper()
+	return f.insert(eventType, "PROCESSING", 1, secs(-ago-1), secs(-ago), secs(-ago+lease), nil, nil, "")
+}
+
+func (f fixtures) failed(eventType string, ago int, lastError string) outbox.MessageID {
+	f.t.Helper()
+	return f.insert(eventType, "FAILED", 10, secs(-ago-60), nil, nil, nil, secs(-ago), lastError)
+}
+
+func (f fixtures) sent(eventType string, ago int) outbox.MessageID {
+	f.t.Helper()
+	return f.insert(eventType, "SENT", 1, secs(-ago-60), nil, nil, secs(-ago), nil, "")
+}
+
+func (f fixtures) enqueue(eventType string, opts ...outbox.EnqueueOption) outbox.MessageID {
+	f.t.Helper()
+	id, err := outbox.Enqueue(context.Background(), f.db, outbox.Message{EventType: eventType, Payload: json.RawMessage(`{"n":1}`)}, opts...)
+	if err != nil {
+		f.t.Fatalf("enqueue %s: %v", eventType, err)
+	}
+	return id
+}
+
+func (f fixtures) status(id outbox.MessageID) (status string, attempts int, failedAt sql.NullTime) {
+	f.t.Helper()
+	if err := f.db.QueryRow("SELECT status, attempts, failed_at FROM outbox_messages WHERE id = ?", id).
+		Scan(&status, &attempts, &failedAt); err != nil {
+		f.t.Fatalf("row %d: %v", id, err)
+	}
+	return
+}
+
+func (f fixtures) countByStatus(status string) int {
+	f.t.Helper()
+	var n int
+	if err := f.db.QueryRow("SELECT COUNT(*) FROM outbox_messages WHERE status = ?", status).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// scenario builds the table that TestStatus reads:
+//
+//	welcome_email   3 due PENDING (one created 2h ago), 1 PENDING delayed 1h, 2 SENT
+//	invoice_paid    PROCESSING: 1 healthy, 1 stale (lease 5m ended 1m ago),
+//	                1 stuck (claimed 20m ago with a 5m lease: > 3x, nobody reclaims)
+//	payment_failed  FAILED 10m ago and 3h ago
+func scenario(t *testing.T) (*testdb.DB, fixtures) {
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	old := f.enqueue("welcome_email")
+	db.MustExec(t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(HOUR, -2, created_at) WHERE id = ?", old)
+	f.enqueue("welcome_email")
+	f.enqueue("welcome_email")
+	f.enqueue("welcome_email", outbox.Delay(time.Hour))
+	f.sent("welcome_email", 60)
+	f.sent("welcome_email", 8*86400)
+	f.processing("invoice_paid", 60, 300)
+	f.processing("invoice_paid", 360, 300)
+	f.processing("invoice_paid", 1200, 300)
+	f.failed("payment_failed", 600, "card declined: insufficient funds\ngoroutine 7 [running]:\nmain.handle()")
+	f.failed("payment_failed", 3*3600, "gateway timeout")
+	return db, f
+}
+
+func TestStatusText(t *testing.T) {
+	t.Parallel()
+	db, _ := scenario(t)
+	r := runOps(runStatus, "--dsn", db.DSN)
+	mustExit(t, r, opsExitOK) // without --check, problems do not change the exit code
+	// One line per type with PENDING DUE PROCESSING STALE STUCK FAILED.
+	wantRows := map[string][]string{
+		"welcome_email":  {"4", "3", "0", "0", "0", "0"},
+		"invoice_paid":   {"0", "0", "3", "2", "1", "0"},
+		"payment_failed": {"0", "0", "0", "0", "0", "2"},
+		"total":          {"4", "3", "3", "2", "1", "2"},
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 7 {
+			continue
+		}
+		if want, ok := wantRows[fields[0]]; ok {
+			seen[fields[0]] = true
+			if !reflect.DeepEqual(fields[1:7], want) {
+				t.Errorf("row %s = %v, want %v\n%s", fields[0], fields[1:7], want, r.stdout)
+			}
+		}
+	}
+	if len(seen) != len(wantRows) {
+		t.Errorf("rows seen %v, want %d rows\n%s", seen, len(wantRows), r.stdout)
+	}
+	for _, want := range []string{
+		"oldest pending:  2h",                         // the row whose created_at was set 2h back
+		"NOBODY IS RECLAIMING",                        // stuck > 0 is spelled out
+		"failed in 1h:    1",                          // only the 10m-old failure is in the window
+		"card declined: insufficient funds goroutine", // last_error on one line
+		"check: FAILING",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// SENT rows are never counted: no column for them.
+	if header := strings.SplitN(r.stdout, "\n", 2)[0]; !strings.HasPrefix(header, "EVENT TYPE") || strings.Contains(header, "SENT") {
+		t.Errorf("header = %q; want EVENT TYPE first and no SENT column", header)
+	}
+	// Newest failure first.
+	i10m, i3h := strings.Index(r.stdout, "card declined"), strings.Index(r.stdout, "gateway timeout")
+	if i10m < 0 || i3h < 0 || i10m > i3h {
+		t.Errorf("want both failures listed, the 10m-old one first:\n%s", r.stdout)
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	t.Parallel()
+	db, _ := scenario(t)
+	r := runOps(runStatus, "--dsn", db.DSN, "--json", "--failed", "1")
+	mustExit(t, r, opsExitOK)
+	var rep statusReport
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("--json output does not parse into the documented shape: %v\n%s", err, r.stdout)
+	}
+	if rep.Pending != 4 || rep.Due != 3 || rep.Processing != 3 || rep.Stale != 2 || rep.Stuck != 1 || rep.Failed != 2 {
+		t.Errorf("totals = %+v; want pending 4, due 3, processing 3, stale 2, stuck 1, failed 2", rep)
+	}
+	if rep.OldestPendingSeconds < 7190 || rep.OldestPendingSeconds > 7300 {
+		t.Errorf("oldest_pending_seconds = %v, want about 7200", rep.OldestPendingSeconds)
+	}
+	wantTypes := map[string]typeReport{
+		"welcome_email":  {Pending: 4, Due: 3},
+		"invoice_paid":   {Processing: 3, Stale: 2, Stuck: 1},
+		"payment_failed": {Failed: 2},
+	}
+	for typ, want := range wantTypes {
+		got := rep.ByType[typ]
+		got.OldestPendingSeconds = 0
+		if got != want {
+			t.Errorf("by_type[%s] = %+v, want %+v", typ, got, want)
+		}
+	}
+	if len(rep.ByType) != len(wantTypes) {
+		t.Errorf("by_type has %d types, want %d (SENT-only types never appear)", len(rep.ByType), len(wantTypes))
+	}
+	if len(rep.NewestFailed) != 1 || rep.NewestFailed[0].EventType != "payment_failed" ||
+		!strings.HasPrefix(rep.NewestFailed[0].LastError, "card declined") || rep.NewestFailed[0].FailedAt.IsZero() {
+		t.Errorf("newest_failed = %+v; want the one 10m-old failure (--failed 1)", rep.NewestFailed)
+	}
+	if rep.Check.OK || rep.Check.FailedInWindow != 1 || rep.Check.WindowSeconds != 3600 || len(rep.Check.Problems) != 2 {
+		t.Errorf("check = %+v; want not ok, 1 failure within 3600s, two problems (stuck, failed)", rep.Check)
+	}
+	// The key names are the documented contract (docs/operations.md).
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := []string{"by_type", "check", "due", "failed", "newest_failed", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("top-level keys = %v, want %v", keys, want)
+	}
+}
+
+func TestStatusCheck(t *testing.T) {
+	t.Parallel()
+	type setup func(f fixtures)
+	cases := []struct {
+		name  string
+		setup setup
+		args  []string
+		want  int
+	}{
+		{"empty table", func(fixtures) {}, nil, opsExitOK},
+		{"healthy: pending, processing in lease, old sent", func(f fixtures) {
+			f.enqueue("a")
+			f.processing("a", 10, 300)
+			f.sent("a", 3600)
+		}, nil, opsExitOK},
+		{"stale but not stuck: a reclaimer will take it", func(f fixtures) { f.processing("a", 400, 300) }, nil, opsExitOK},
+		{"stuck", func(f fixtures) { f.processing("a", 1000, 300) }, nil, opsExitCheck},
+		{"failed within the window", func(f fixtures) { f.failed("a", 600, "boom") }, nil, opsExitCheck},
+		{"failed before the window", func(f fixtures) { f.failed("a", 2*3600, "boom") }, nil, opsExitOK},
+		{"failed before a 1h window, inside a 1d window", func(f fixtures) { f.failed("a", 2*3600, "boom") }, []string{"--window", "1d"}, opsExitCheck},
+		{"failed 10m ago, 5m window", func(f fixtures) { f.failed("a", 600, "boom") }, []string{"--window", "5m"}, opsExitOK},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Migrated(t)
+			c.setup(fixtures{t: t, db: db})
+			for _, asJSON := range []bool{false, true} {
+				args := append([]string{"--dsn", db.DSN, "--check"}, c.args...)
+				if asJSON {
+					args = append(args, "--json")
+				}
+				r := runOps(runStatus, args...)
+				if r.code != c.want {
+					t.Errorf("json=%v: want exit %d, got %s", asJSON, c.want, r)
+				}
+				if r.stderr != "" {
+					t.Errorf("json=%v: stderr not empty: %q", asJSON, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestNewestFailedFindsTheNewest(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	// More failures than one listing loads, spread over days, with the newest in a cluster.
+	var ids []outbox.MessageID // newest first
+	for _, ago := range []int{5, 6, 7, 8} {
+		ids = append(ids, f.failed("a", ago, "recent"))
+	}
+	for i := 0; i < 250; i++ {
+		f.failed("a", 3600+i*600, "older")
+	}
+	ctx := context.Background()
+	for _, n := range []int{1, 3, 4} {
+		got, err := newestFailed(ctx, db, n, 254, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotIDs []outbox.MessageID
+		for _, m := range got {
+			gotIDs = append(gotIDs, m.ID)
+		}
+		if !reflect.DeepEqual(gotIDs, ids[:n]) {
+			t.Errorf("newestFailed(%d) = %v, want %v", n, gotIDs, ids[:n])
+		}
+	}
+	got, err := newestFailed(ctx, db, 10, 254, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || got[0].ID != ids[0] || got[4].LastError != "older" {
+		t.Errorf("newestFailed(10): %d rows, first %v; want 10, the newest first, then older ones", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].FailedAt.After(got[i-1].FailedAt) {
+			t.Errorf("newestFailed(10) not newest first at %d: %v after %v", i, got[i].FailedAt, got[i-1].FailedAt)
+		}
+	}
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	a1 := f.failed("a", 600, "a1 broke")
+	a2 := f.failed("a", 700, "a2 broke")
+	f.failed("a", 5*86400, "a3 broke long ago")
+	b1 := f.failed("b", 600, "b1 broke")
+	b2 := f.failed("b", 800, "b2 broke")
+	pending := f.enqueue("a")
+	dsn := db.DSN
+
+	// Dry run by id: lists it, changes nothing.
+	r := runOps(runRetry, "--dsn", dsn, "--id", fmt.Sprint(a1), "--dry-run")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "would retry 1 message(s)") || !strings.Contains(r.stdout, "a1 broke") || strings.Contains(r.stdout, "a2 broke") {
+		t.Errorf("dry run by id: %s", r)
+	}
+	if st, _, _ := f.status(a1); st != "FAILED" {
+		t.Fatalf("dry run moved a1 to %s", st)
+	}
+
+	// By id, for real: PENDING, attempts reset, failed_at cleared.
+	r = runOps(runRetry, "--dsn", dsn, "--id", fmt.Sprint(a1))
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "retried 1 message(s)") {
+		t.Errorf("retry by id: %s", r)
+	}
+	if st, attempts, failedAt := f.status(a1); st != "PENDING" || attempts != 0 || failedAt.Valid {
+		t.Errorf("a1 after retry: %s attempts=%d failed_at=%v; want PENDING, 0, NULL", st, attempts, failedAt)
+	}
+
+	// Ids that are not FAILED (a1 now, a PENDING row, one that does not exist) are counted out loud.
+	r = runOps(runRetry, "--dsn", dsn, "--id", fmt.Sprint(a1), "--id", fmt.Sprint(pending), "--id", "999999", "--id", fmt.Sprint(a2))
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "retried 1 message(s)") || !strings.Contains(r.stdout, "3 of the 4 given id(s) did not match") {
+		t.Errorf("retry with non-matching ids: %s", r)
+	}
+
+	// By type with dry run: both b rows listed, nothing moves; then for real.
+	r = runOps(runRetry, "--dsn", dsn, "--event-type", "b", "--dry-run")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "would retry 2 message(s)") || !strings.Contains(r.stdout, "b1 broke") || !strings.Contains(r.stdout, "b2 broke") ||
+		strings.Contains(r.stdout, "a3") {
+		t.Errorf("dry run by type: %s", r)
+	}
+	if n := f.countByStatus("FAILED"); n != 3 {
+		t.Fatalf("FAILED rows after a dry run = %d, want 3 (a3, b1, b2)", n)
+	}
+	r = runOps(runRetry, "--dsn", dsn, "--event-type", "b")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "retried 2 message(s)") {
+		t.Errorf("retry by type: %s", r)
+	}
+	for _, id := range []outbox.MessageID{b1, b2} {
+		if st, _, _ := f.status(id); st != "PENDING" {
+			t.Errorf("b row %d is %s after retry by type, want PENDING", id, st)
+		}
+	}
+
+	// --failed-since: a3 failed 5 days ago, outside 1d, inside 7d and an RFC 3339 time 6 days back.
+	r = runOps(runRetry, "--dsn", dsn, "--failed-since", "1d")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "retried 0 message(s)") {
+		t.Errorf("--failed-since 1d: %s", r)
+	}
+	since := time.Now().UTC().Add(-6 * 24 * time.Hour).Format(time.RFC3339)
+	r = runOps(runRetry, "--dsn", dsn, "--failed-since", since, "--event-type", "a", "--dry-run")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "would retry 1 message(s)") || !strings.Contains(r.stdout, "a3 broke long ago") {
+		t.Errorf("--failed-since %s --dry-run: %s", since, r)
+	}
+	r = runOps(runRetry, "--dsn", dsn, "--failed-since", "7d")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "retried 1 message(s)") {
+		t.Errorf("--failed-since 7d: %s", r)
+	}
+	if n := f.countByStatus("FAILED"); n != 0 {
+		t.Errorf("FAILED rows at the end = %d, want 0", n)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	day := 86400
+	for i := 0; i < 5; i++ {
+		f.sent("a", 10*day+i)
+	}
+	f.sent("a", 3600)
+	f.sent("b", 3600)
+	f.failed("a", 10*day, "old")
+	f.failed("a", 3600, "new")
+	f.enqueue("a")
+	f.processing("a", 10, 300)
+	dsn := db.DSN
+
+	r := runOps(runPurge, "--dsn", dsn, "--older-than", "7d", "--batch-size", "2")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "purged 5 SENT message(s) older than 7d") {
+		t.Errorf("purge sent 7d: %s", r)
+	}
+	if n := f.countByStatus("SENT"); n != 2 {
+		t.Errorf("SENT left = %d, want 2", n)
+	}
+	if n := f.countByStatus("FAILED"); n != 2 {
+		t.Errorf("FAILED left = %d, want 2 (purge of SENT leaves them)", n)
+	}
+
+	r = runOps(runPurge, "--dsn", dsn, "--older-than", "1d12h", "--status", "failed")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "purged 1 FAILED message(s)") {
+		t.Errorf("purge failed: %s", r)
+	}
+
+	r = runOps(runPurge, "--dsn", dsn, "--older-than", "30m")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "purged 2 SENT message(s)") {
+		t.Errorf("purge sent 30m: %s", r)
+	}
+	// PENDING and PROCESSING rows are never purged.
+	if p, q := f.countByStatus("PENDING"), f.countByStatus("PROCESSING"); p != 1 || q != 1 {
+		t.Errorf("PENDING=%d PROCESSING=%d after purges, want 1 and 1", p, q)
+	}
+	r = runOps(runPurge, "--dsn", dsn, "--older-than", "0")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "purged 0 SENT message(s)") {
+		t.Errorf("purge with nothing left: %s", r)
+	}
+}
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	for i := 0; i < 2; i++ {
+		r := runOps(runMigrate, "--dsn", db.DSN)
+		mustExit(t, r, opsExitOK)
+		if !strings.Contains(r.stdout, "schema applied") {
+			t.Errorf("migrate #%d: %s", i+1, r)
+		}
+	}
+	for _, table := range []string{"outbox_messages", "outbox_inbox", "outbox_job_runs"} {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", db.Name, table).Scan(&n); err != nil || n != 1 {
+			t.Errorf("table %s after migrate: count %d, err %v", table, n, err)
+		}
+	}
+	// The migrated table works for the other commands.
+	r := runOps(runStatus, "--dsn", db.DSN, "--check")
+	mustExit(t, r, opsExitOK)
+}
+
+func TestBadFlagsExit2(t *testing.T) {
+	t.Setenv(envDSN, "") // not parallel: t.Setenv
+	dsn := "u:pw@tcp(127.0.0.1:1)/x"
+	cases := []struct {
+		fn   opsFunc
+		args []string
+		want string // in stderr
+	}{
+		{runStatus, []string{"--dsn", dsn, "--nope"}, "flag provided but not defined: -nope"},
+		{runStatus, []string{"--dsn", dsn, "--window", "0"}, "--window must be positive"},
+		{runStatus, []string{"--dsn", dsn, "--window", "soon"}, "invalid duration"},
+		{runStatus, []string{"--dsn", dsn, "--failed", "-1"}, "--failed must be >= 0"},
+		{runStatus, []string{"--dsn", dsn, "extra"}, "takes no arguments"},
+		{runStatus, nil, "no database: pass --dsn or set OUTBOX_DSN"},
+		{runRetry, []string{"--dsn", dsn}, "say which messages"},
+		{runRetry, []string{"--dsn", dsn, "--id", "x"}, "want a positive message id"},
+		{runRetry, []string{"--dsn", dsn, "--id", "0"}, "want a positive message id"},
+		{runRetry, []string{"--dsn", dsn, "--failed-since", "yesterday"}, "RFC 3339"},
+		{runRetry, []string{"--dsn", dsn, "--failed-since", "-1h"}, "must be positive"},
+		{runPurge, []string{"--dsn", dsn}, "--older-than is required"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "7x"}, "invalid duration"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "-7d"}, "must not be negative"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--status", "pending"}, "--status must be sent or failed"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--batch-size", "-1"}, "--batch-size must be >= 0"},
+		{runMigrate, []string{"--dsn", dsn, "now"}, "takes no arguments"},
+		{runMigrate, []string{"--dsn", "not a dsn"}, "invalid DSN"},
+	}
+	for _, c := range cases {
+		r := runOps(c.fn, c.args...)
+		if r.code != opsExitUsage || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%v: want exit 2, %q in stderr and empty stdout; got %s", c.args, c.want, r)
+		}
+	}
+	// -h is not an error: help on stdout, exit 0, and it says how the DSN is completed.
+	for _, fn := range []opsFunc{runStatus, runRetry, runPurge, runMigrate} {
+		r := runOps(fn, "-h")
+		if r.code != opsExitOK || !strings.Contains(r.stdout, "usage: outboxgen") || !strings.Contains(r.stdout, "parseTime=true and loc=UTC") {
+			t.Errorf("-h: %s", r)
+		}
+	}
+}
+
+// silentServer accepts TCP connections and never answers: a host that is up while its MySQL
+// is wedged. Without a bound on the handshake a command would hang on it.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestUnreachableExit3 needs no MariaDB: nothing listens on port 1, and a silent listener
+// stands in for a wedged server.
+func TestUnreachableExit3(t *testing.T) {
+	t.Parallel()
+	silent := silentServer(t)
+	for _, target := range []struct{ dsn, shown, cause string }{
+		{"u:pw@tcp(127.0.0.1:1)/x?timeout=2s", "u@tcp(127.0.0.1:1)/x", "connection refused"},
+		{"u:pw@tcp(" + silent + ")/x?timeout=300ms", "u@tcp(" + silent + ")/x", "no answer within 300ms"},
+	} {
+		testUnreachable(t, target.dsn, target.shown, target.cause)
+	}
+}
+
+func testUnreachable(t *testing.T, dsn, shown, cause string) {
+	for name, c := range map[string]struct {
+		fn   opsFunc
+		args []string
+	}{
+		"status":  {runStatus, []string{"--dsn", dsn, "--check"}},
+		"retry":   {runRetry, []string{"--dsn", dsn, "--id", "1"}},
+		"purge":   {runPurge, []string{"--dsn", dsn, "--older-than", "7d"}},
+		"migrate": {runMigrate, []string{"--dsn", dsn}},
+	} {
+		r := runOps(c.fn, c.args...)
+		if r.code != opsExitDB {
+			t.Errorf("%s: want exit 3, got %s", name, r)
+		}
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "outboxgen "+name+": cannot connect (database "+shown+"): ") ||
+			!strings.Contains(lines[0], cause) {
+			t.Errorf("%s on %s: want one line naming the database and %q, got %q", name, shown, cause, r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("%s: stdout not empty: %q", name, r.stdout)
+		}
+	}
+}
+
+// The DSN's password never appears in anything a command prints: on an unreachable server, on
+// a wrong password against the real server, on bad flags and on a malformed DSN, through --dsn
+// and through OUTBOX_DSN.
+func TestNoCommandPrintsThePassword(t *testing.T) {
+	const pw = "Zebra-Owl-4471-secret"
+	db := testdb.Migrated(t)
+	cfg, err := mysql.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Passwd = pw // wrong password against the real server
+	wrongPw := cfg.FormatDSN()
+
+	dsns := map[string]string{
+		"refused":        "app:" + pw + "@tcp(127.0.0.1:1)/shop",
+		"silent server":  "app:" + pw + "@tcp(" + silentServer(t) + ")/shop?timeout=200ms",
+		"wrong password": wrongPw,
+		"malformed":      "app:" + pw + "@tcp(127.0.0.1:1)/shop?parseTime=maybe",
+		"escaped param":  "app:" + pw + "@tcp(127.0.0.1:1)/shop?loc=Nowhere%2FCity",
+	}
+	commands := map[string]struct {
+		fn   opsFunc
+		args []string
+	}{
+		"status":      {runStatus, []string{"--check", "--json"}},
+		"status text": {runStatus, nil},
+		"retry":       {runRetry, []string{"--id", "1", "--dry-run"}},
+		"purge":       {runPurge, []string{"--older-than", "7d"}},
+		"migrate":     {runMigrate, nil},
+		"bad flag":    {runStatus, []string{"--window", "x" + pw}},
+		"positional":  {runRetry, []string{"--id", "1", "app:" + pw + "@tcp(h)/x"}},
+	}
+	for dname, dsn := range dsns {
+		for cname, c := range commands {
+			for _, viaEnv := range []bool{false, true} {
+				args := c.args
+				if viaEnv {
+					t.Setenv(envDSN, dsn)
+				} else {
+					t.Setenv(envDSN, "")
+					args = append([]string{"--dsn", dsn}, args...)
+				}
+				r := runOps(c.fn, args...)
+				if strings.Contains(r.stdout+r.stderr, pw) || strings.Contains(r.stdout+r.stderr, "Zebra") {
+					t.Errorf("%s / %s (env=%v) printed the password:\n%s", dname, cname, viaEnv, r)
+				}
+				if r.code == opsExitOK || r.code == opsExitCheck {
+					t.Errorf("%s / %s (env=%v): want a failure exit, got %s", dname, cname, viaEnv, r)
+				}
+				if r.stderr == "" {
+					t.Errorf("%s / %s (env=%v): failed silently: %s", dname, cname, viaEnv, r)
+				}
+			}
+		}
+	}
+	// The wrong password is rejected by the server with exit 3, not mistaken for usage.
+	t.Setenv(envDSN, "")
+	r := runOps(runStatus, "--dsn", wrongPw)
+	if r.code != opsExitDB || !strings.Contains(r.stderr, "Access denied") {
+		t.Errorf("wrong password: want exit 3 with the server's 'Access denied', got %s", r)
+	}
+}
+
+// TestDSNFromEnvironment: OUTBOX_DSN is used when --dsn is absent, and parseTime/loc are added
+// to a DSN that lacks them (the runtime refuses to run without).
+func TestDSNFromEnvironment(t *testing.T) {
+	db := testdb.Migrated(t)
+	cfg, err := mysql.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := fmt.Sprintf("%s:%s@%s(%s)/%s", cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName)
+	t.Setenv(envDSN, bare)
+	f := fixtures{t: t, db: db}
+	f.enqueue("a")
+	r := runOps(runStatus, "--json")
+	mustExit(t, r, opsExitOK)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Pending != 1 {
+		t.Errorf("status via %s without parseTime: pending=%d err=%v\n%s", envDSN, rep.Pending, err, r)
+	}
+	// --dsn wins over the environment.
+	t.Setenv(envDSN, "u:pw@tcp(127.0.0.1:1)/x")
+	r = runOps(runStatus, "--dsn", bare, "--check")
+	mustExit(t, r, opsExitOK)
+}
