@@ -24,6 +24,10 @@
 //     the lock's own connection) and cancels the section's context as soon as the lock is gone,
 //     with context.Cause(ctx) wrapping ErrLockLost.
 //
+// A destroyed session's locks are freed when the server processes the disconnect, a moment
+// (typically well under a millisecond, longer on a loaded server) after the client closed the
+// socket: a TryDo in that instant may still see the lock held. The lock does not leak.
+//
 // RELEASE_LOCK returning anything but 1 means the lock was lost while the section ran (the
 // session was killed, timed out or reconnected): another instance may have run at the same time,
 // so it is an error for a person to check the data (ErrLockLost), not a warning.

@@ -98,16 +98,6 @@ func waitGone(t testing.TB, db *sql.DB, id int64) {
 	}
 }
 
-// sessionAlive reports whether session id is in PROCESSLIST.
-func sessionAlive(t testing.TB, db *sql.DB, id int64) bool {
-	t.Helper()
-	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n > 0
-}
-
 // seamConn wraps a real *sql.Conn for the two failures database/sql never produces.
 type seamConn struct {
 	*sql.Conn

@@ -57,7 +57,9 @@ type lockConn interface {
 type Option func(*Locker)
 
 // WithReporter sets where incidents go (lock lost, release failed, return failed, destroy failed,
-// acquire failed). Defaults to incident.Slog(nil): one error-level line on slog.Default().
+// acquire failed). Each carries the server-side lock name (ServerName(name)) as Subject, which
+// is what IS_USED_LOCK and the server's lock tables show, the session's CONNECTION_ID() when
+// known, and the cause. Defaults to incident.Slog(nil): one error-level line on slog.Default().
 func WithReporter(r incident.Reporter) Option { return func(l *Locker) { l.reporter = r } }
 
 // WithWatchdog sets how often the watchdog checks, while a critical section runs, that the lock
@@ -335,7 +337,7 @@ func (l *Locker) destroy(ctx context.Context, c lockConn, name string, connID in
 		return nil
 	}
 	if err == nil {
-		err = errors.New("Raw returned nil")
+		err = errors.New("conn.Raw returned nil instead of the driver.ErrBadConn passed in")
 	}
 	err = fmt.Errorf("mysqllock: destroy connection %d of lock %q (lock or pool slot may be leaked): %w", connID, name, err)
 	l.report(ctx, incident.DestroyFailed, name, connID, err)

@@ -195,3 +195,89 @@ func TestSoftDeleteUniqueEmail(t *testing.T) {
 		})
 	}
 }
+
+// A panicking critical section still releases its lock (else the lock would stay on a
+// connection nobody closes), and the panic goes on to the caller.
+func TestPanicReleasesLock(t *testing.T) {
+	d := testdb.New(t)
+	db := d.Open(t)
+	rec := &recorder{}
+	l := New(db, WithReporter(rec), WithWatchdog(20*time.Millisecond))
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the critical section's panic", r)
+			}
+		}()
+		_, _ = l.TryDo(context.Background(), "panics", func(context.Context) error { panic("boom") })
+		t.Fatal("TryDo returned although fn panicked")
+	}()
+	if h := holder(t, d.DB, "panics"); h != 0 {
+		t.Fatalf("lock still held by %d after a panic", h)
+	}
+	if s := db.Stats(); s.InUse != 0 || len(rec.all()) != 0 {
+		t.Fatalf("pool %+v, incidents %q: want the connection back and no incident", s, rec.kinds())
+	}
+}
+
+// Cancelling the caller's context while Do waits abandons the wait: an error, no incident (it
+// is the caller's own cancellation), and the waiting session is gone rather than queued.
+func TestDoWaitCancelled(t *testing.T) {
+	d := testdb.New(t)
+	rec := &recorder{}
+	holderL := New(d.Open(t), WithWatchdog(0))
+	wdb := d.Open(t)
+	waiter := New(wdb, WithReporter(rec))
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := holderL.TryDo(context.Background(), "busy", func(context.Context) error {
+			close(holding)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-holding
+	defer func() {
+		close(release)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	ran, err := waiter.Do(ctx, "busy", 30*time.Second, func(context.Context) error {
+		t.Error("fn ran without the lock")
+		return nil
+	})
+	if ran || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ran=%v err=%v, want the context's deadline error", ran, err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("Do returned %v after the cancellation, want promptly", waited)
+	}
+	if len(rec.all()) != 0 {
+		t.Fatalf("incidents %q: the caller's own cancellation is not one", rec.kinds())
+	}
+	if s := wdb.Stats(); s.OpenConnections != 0 {
+		t.Fatalf("waiter pool %+v: the interrupted connection must be discarded", s)
+	}
+	// Nobody is left waiting in GET_LOCK on the server.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		if err := d.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE '%GET_LOCK%' AND ID <> CONNECTION_ID()", d.Name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a GET_LOCK wait is still queued on the server")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
