@@ -1,0 +1,137 @@
+// Package examples holds the runnable examples (each its own main package) and this test, which
+// keeps README.md honest: every Go and YAML snippet in it must be a verbatim region of a file
+// that is compiled and tested.
+package examples
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var snippetRef = regexp.MustCompile(`^<!-- snippet: (\S+) -->$`)
+
+type block struct {
+	lang, source string // source is the path named by the <!-- snippet: PATH --> line above, if any
+	line         int
+	body         string
+}
+
+// readmeBlocks returns README.md's fenced code blocks. A block may be indented (inside a list
+// item): its lines lose the fence's indentation.
+func readmeBlocks(t *testing.T, readme string) []block {
+	t.Helper()
+	var (
+		blocks []block
+		cur    *block
+		indent string
+		lines  []string
+		prev   string // the last non-empty line outside a block, unindented
+	)
+	for i, l := range strings.Split(readme, "\n") {
+		trimmed := strings.TrimLeft(l, " ")
+		switch {
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			cur = &block{lang: strings.TrimPrefix(trimmed, "```"), line: i + 1}
+			indent = l[:len(l)-len(trimmed)]
+			if m := snippetRef.FindStringSubmatch(prev); m != nil {
+				cur.source = m[1]
+			}
+			lines = nil
+		case cur != nil && trimmed == "```":
+			cur.body = strings.Join(lines, "\n")
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			lines = append(lines, strings.TrimPrefix(l, indent))
+		case trimmed != "":
+			prev = trimmed
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README.md:%d: code block never closed", cur.line)
+	}
+	return blocks
+}
+
+// containsIndented reports whether src holds body verbatim as consecutive lines, allowing the
+// snippet to drop the region's common leading tabs (a snippet from inside a function body).
+func containsIndented(src, body string) bool {
+	lines := strings.Split(body, "\n")
+	for depth := 0; depth <= 6; depth++ {
+		indented := make([]string, len(lines))
+		for i, l := range lines {
+			if l != "" {
+				l = strings.Repeat("\t", depth) + l
+			}
+			indented[i] = l
+		}
+		if strings.Contains(src, "\n"+strings.Join(indented, "\n")+"\n") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestReadmeSnippetsAreCopiedFromTestedCode(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(readme), "TODO") {
+		t.Errorf("README.md still contains TODO")
+	}
+	checked := 0
+	for _, b := range readmeBlocks(t, string(readme)) {
+		if b.lang != "go" && b.lang != "yaml" {
+			continue
+		}
+		if b.source == "" {
+			t.Errorf("README.md:%d: a ```%s block without a <!-- snippet: PATH --> line before it", b.line, b.lang)
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(b.source)))
+		if err != nil {
+			t.Errorf("README.md:%d: snippet source: %v", b.line, err)
+			continue
+		}
+		// A one-line snippet (a directive) may sit inside a longer line, e.g. a help text.
+		oneLine := !strings.Contains(b.body, "\n") && strings.Contains(string(src), b.body)
+		if !oneLine && !containsIndented("\n"+string(src), b.body) {
+			t.Errorf("README.md:%d: this ```%s block is not a verbatim region of %s:\n%s", b.line, b.lang, b.source, b.body)
+		}
+		checked++
+	}
+	t.Logf("%d snippets checked", checked)
+	if checked == 0 {
+		t.Errorf("no snippet checked: the README parser is broken")
+	}
+}
+
+// The quick start is exactly two commands, and both exist.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *block
+	for _, b := range readmeBlocks(t, string(readme)) {
+		if b.lang == "sh" {
+			first = &b
+			break
+		}
+	}
+	if first == nil || first.body != "scripts/demo\nscripts/test" {
+		t.Fatalf("README's first shell block = %+v, want exactly scripts/demo and scripts/test", first)
+	}
+	for _, s := range []string{"demo", "test"} {
+		fi, err := os.Stat(filepath.Join("..", "scripts", s))
+		if err != nil {
+			t.Errorf("scripts/%s: %v", s, err)
+		} else if fi.Mode()&0o111 == 0 {
+			t.Errorf("scripts/%s is not executable", s)
+		}
+	}
+}
