@@ -73,8 +73,10 @@ const (
 	flushLinger = 2 * time.Millisecond
 	// shutdownGrace is how long Run waits for handlers after cancelling their contexts.
 	shutdownGrace = 250 * time.Millisecond
-	// writeTimeout bounds one result-write or maintenance statement batch.
+	// writeTimeout bounds one result-write transaction.
 	writeTimeout = 30 * time.Second
+	// claimTimeout bounds one claim transaction.
+	claimTimeout = 10 * time.Second
 	// reclaimBatch is the most rows one reclaim UPDATE changes.
 	reclaimBatch = 1000
 	// maxLastError keeps last_error inside a TEXT column (65535 bytes).
@@ -396,7 +398,12 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int) (int, error) {
 
 // claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
 // router's types (SKIP LOCKED, index order) and marks them PROCESSING under a fresh token.
+// A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
+// milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
+// their lease ends. The loop starts no new claim after cancellation.
 func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
 	start := time.Now()
 	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {

@@ -656,7 +656,8 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 			t.Fatal("handlers did not start")
 		}
 	}
-	later := enqueueN(t, db.DB, "slow_ok", 1)[0]
+	// Due 200ms from now, in the middle of the shutdown window: claiming has stopped by then.
+	later := enqueueN(t, db.DB, "slow_ok", 1, Delay(200*time.Millisecond))[0]
 	began := time.Now()
 	stop()
 	took := time.Since(began)
@@ -676,7 +677,7 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 		t.Errorf("incidents %+v, want one HandlerHung for message %d", inc.all, hung)
 	}
 	if s := getRow(t, db, later); s.Status != "PENDING" || s.Attempts != 0 {
-		t.Errorf("message enqueued before shutdown but not claimed: %+v, want untouched", s)
+		t.Errorf("message that became due during shutdown: %+v, want untouched (no claim after cancel)", s)
 	}
 }
 
