@@ -44,6 +44,7 @@ func checkFnErr(t *testing.T, err, fnErr error) {
 // RELEASE_LOCK's query fails -> the connection is destroyed (the server ends the session and
 // frees the lock) and release_failed is reported; fn's error survives.
 func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		err   error
@@ -61,13 +62,14 @@ func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
 		}{c.name, c.fnErr}
 		t.Run(fr.name, func(t *testing.T) {
 			d, inj, db := faultDB(t)
+			ln := lockName(d, "job:release-fails")
 			rec := &recorder{}
 			l := New(db, WithReporter(rec), WithWatchdog(0))
 			rule := inj.Fail(`RELEASE_LOCK`, c.err)
 
 			var heldBy int64
-			ran, err := l.TryDo(context.Background(), "job:release-fails", func(ctx context.Context) error {
-				heldBy = holder(t, d.DB, "job:release-fails")
+			ran, err := l.TryDo(context.Background(), ln, func(ctx context.Context) error {
+				heldBy = holder(t, d.DB, ln)
 				return fr.err
 			})
 			if !ran {
@@ -87,17 +89,17 @@ func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
 			if len(got) != 1 || rec.kinds() != "release_failed" {
 				t.Fatalf("incidents %q, want exactly one release_failed", rec.kinds())
 			}
-			if got[0].Subject != "job:release-fails" || got[0].ConnID != heldBy || got[0].Err == nil {
+			if got[0].Subject != ln || got[0].ConnID != heldBy || got[0].Err == nil {
 				t.Fatalf("incident %+v: want subject, the holder's connection id %d and the cause", got[0], heldBy)
 			}
 			// The server's view: the session is gone and the lock free for anyone.
 			waitGone(t, d.DB, heldBy)
-			waitFree(t, d.DB, "job:release-fails")
+			waitFree(t, d.DB, ln)
 			if s := db.Stats(); s.OpenConnections != 0 || s.InUse != 0 {
 				t.Fatalf("pool after destroy: %+v, want no connection kept", s)
 			}
 			rule.Remove()
-			ran, err = New(d.Open(t)).TryDo(context.Background(), "job:release-fails", func(context.Context) error { return nil })
+			ran, err = New(d.Open(t)).TryDo(context.Background(), ln, func(context.Context) error { return nil })
 			if !ran || err != nil {
 				t.Fatalf("another instance must get the lock: ran=%v err=%v", ran, err)
 			}
@@ -108,9 +110,11 @@ func TestReleaseQueryFailsDestroysConnection(t *testing.T) {
 // Giving the connection back fails (the seam: database/sql never reports it) -> destroyed,
 // return_failed reported, fn's error survives.
 func TestReturnFailsDestroysConnection(t *testing.T) {
+	t.Parallel()
 	for _, fr := range fnResults {
 		t.Run(fr.name, func(t *testing.T) {
 			d := testdb.New(t)
+			ln := lockName(d, "return-fails")
 			db := d.Open(t)
 			rec := &recorder{}
 			l := New(db, WithReporter(rec), WithWatchdog(0))
@@ -118,8 +122,8 @@ func TestReturnFailsDestroysConnection(t *testing.T) {
 				return &seamConn{Conn: c, closeErr: errors.New("injected: pool refused the connection")}
 			})
 			var heldBy int64
-			ran, err := l.TryDo(context.Background(), "return-fails", func(context.Context) error {
-				heldBy = holder(t, d.DB, "return-fails")
+			ran, err := l.TryDo(context.Background(), ln, func(context.Context) error {
+				heldBy = holder(t, d.DB, ln)
 				return fr.err
 			})
 			if !ran {
@@ -133,7 +137,7 @@ func TestReturnFailsDestroysConnection(t *testing.T) {
 			if len(got) != 1 || rec.kinds() != "return_failed" {
 				t.Fatalf("incidents %q, want exactly one return_failed", rec.kinds())
 			}
-			if got[0].ConnID != heldBy || got[0].Subject != "return-fails" {
+			if got[0].ConnID != heldBy || got[0].Subject != ln {
 				t.Fatalf("incident %+v: want connection %d", got[0], heldBy)
 			}
 			waitGone(t, d.DB, heldBy)
@@ -147,14 +151,16 @@ func TestReturnFailsDestroysConnection(t *testing.T) {
 // Destroying fails too (the seam: Raw does not destroy) -> still reported, and returned, since a
 // lock or a pool slot may now be leaked; fn's error survives.
 func TestDestroyFailsIsReportedAndReturned(t *testing.T) {
+	t.Parallel()
 	d, inj, db := faultDB(t)
+	ln := lockName(d, "destroy-fails")
 	rec := &recorder{}
 	l := New(db, WithReporter(rec), WithWatchdog(0))
 	conns := withSeam(l, db, func(c *sql.Conn) lockConn {
 		return &seamConn{Conn: c, rawErr: errors.New("injected: cannot destroy")}
 	})
 	inj.Fail(`RELEASE_LOCK`, errors.New("injected: release query failed"))
-	ran, err := l.TryDo(context.Background(), "destroy-fails", func(context.Context) error { return errFn })
+	ran, err := l.TryDo(context.Background(), ln, func(context.Context) error { return errFn })
 	if !ran {
 		t.Fatalf("ran = false (err %v)", err)
 	}
@@ -166,19 +172,20 @@ func TestDestroyFailsIsReportedAndReturned(t *testing.T) {
 		t.Fatalf("incidents %q, want release_failed then destroy_failed", rec.kinds())
 	}
 	// The leak is real: the lock is still held. End it for real so the test leaves nothing.
-	if holder(t, d.DB, "destroy-fails") == 0 {
+	if holder(t, d.DB, ln) == 0 {
 		t.Fatal("with destroy failing the lock should still be held (else this test proves nothing)")
 	}
 	if err := (*conns)[0].Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
 		t.Fatal(err)
 	}
-	waitFree(t, d.DB, "destroy-fails")
+	waitFree(t, d.DB, ln)
 }
 
 // RELEASE_LOCK answering 0 (another session holds it) or NULL (nobody does; our wrapper in
 // locks.sql delivers it as -1) -> lock_lost and ErrLockLost, joined with fn's error. The rule
 // passes the statement through, so the server really releases and only the answer is changed.
 func TestReleaseReturnsNotOneIsLockLost(t *testing.T) {
+	t.Parallel()
 	for _, v := range []struct {
 		name string
 		val  driver.Value
@@ -186,10 +193,11 @@ func TestReleaseReturnsNotOneIsLockLost(t *testing.T) {
 		for _, fr := range fnResults {
 			t.Run(v.name+"/"+fr.name, func(t *testing.T) {
 				d, inj, db := faultDB(t)
+				ln := lockName(d, "released-by-someone")
 				rec := &recorder{}
 				l := New(db, WithReporter(rec), WithWatchdog(0))
 				inj.Add(faultdriver.Rule{Match: `RELEASE_LOCK`, Passthrough: true, Rows: [][]driver.Value{{v.val}}})
-				ran, err := l.TryDo(context.Background(), "released-by-someone", func(context.Context) error { return fr.err })
+				ran, err := l.TryDo(context.Background(), ln, func(context.Context) error { return fr.err })
 				if !ran {
 					t.Fatalf("ran = false (err %v)", err)
 				}
@@ -200,7 +208,7 @@ func TestReleaseReturnsNotOneIsLockLost(t *testing.T) {
 				if rec.kinds() != "lock_lost" || rec.all()[0].ConnID == 0 {
 					t.Fatalf("incidents %+v, want exactly one lock_lost with a connection id", rec.all())
 				}
-				waitFree(t, d.DB, "released-by-someone")
+				waitFree(t, d.DB, ln)
 			})
 		}
 	}
@@ -210,10 +218,12 @@ func TestReleaseReturnsNotOneIsLockLost(t *testing.T) {
 // back (RELEASE_ALL_LOCKS on the lock's own connection, watchdog off), then RELEASE_LOCK says
 // NULL; and if a rival took it meanwhile, 0.
 func TestReleaseReturnsNotOneOnRealServer(t *testing.T) {
+	t.Parallel()
 	for _, rival := range []bool{false, true} {
 		name := map[bool]string{false: "NULL nobody holds it", true: "0 a rival holds it"}[rival]
 		t.Run(name, func(t *testing.T) {
 			d := testdb.New(t)
+			ln := lockName(d, "real-loss")
 			db := d.Open(t)
 			rec := &recorder{}
 			l := New(db, WithReporter(rec), WithWatchdog(0))
@@ -223,13 +233,13 @@ func TestReleaseReturnsNotOneOnRealServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer other.Close()
-			ran, err := l.TryDo(context.Background(), "real-loss", func(ctx context.Context) error {
+			ran, err := l.TryDo(context.Background(), ln, func(ctx context.Context) error {
 				var n sql.NullInt64
 				if err := (*conns)[0].QueryRowContext(ctx, "SELECT RELEASE_ALL_LOCKS()").Scan(&n); err != nil {
 					return err
 				}
 				if rival {
-					if err := other.QueryRowContext(ctx, "SELECT GET_LOCK('real-loss', 0)").Scan(&n); err != nil || n.Int64 != 1 {
+					if err := other.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", ln).Scan(&n); err != nil || n.Int64 != 1 {
 						t.Errorf("rival GET_LOCK = %v, %v", n, err)
 					}
 				}
@@ -252,11 +262,13 @@ func TestReleaseReturnsNotOneOnRealServer(t *testing.T) {
 // GET_LOCK answering the string "0" (go-sql-driver v1.7.1 on the text protocol) is "not
 // acquired": fn is not called, no error, no incident, the connection goes back to the pool.
 func TestAcquireTextZeroIsNotAcquired(t *testing.T) {
+	t.Parallel()
 	d, inj, db := faultDB(t)
+	ln := lockName(d, "text-zero")
 	rec := &recorder{}
 	l := New(db, WithReporter(rec))
 	rule := inj.Return(`GET_LOCK`, []byte("0"))
-	ran, err := l.TryDo(context.Background(), "text-zero", func(context.Context) error {
+	ran, err := l.TryDo(context.Background(), ln, func(context.Context) error {
 		t.Error("fn was called although GET_LOCK said 0")
 		return nil
 	})
@@ -269,7 +281,7 @@ func TestAcquireTextZeroIsNotAcquired(t *testing.T) {
 	if s := db.Stats(); s.InUse != 0 || s.OpenConnections != 1 {
 		t.Fatalf("pool %+v: the connection must be back in the pool", s)
 	}
-	if holder(t, d.DB, "text-zero") != 0 {
+	if holder(t, d.DB, ln) != 0 {
 		t.Fatal("lock is held: the fault did not replace GET_LOCK")
 	}
 }
@@ -278,6 +290,7 @@ func TestAcquireTextZeroIsNotAcquired(t *testing.T) {
 // called. A failed query also destroys the connection (its reply was lost: the session may
 // hold the lock after all).
 func TestAcquireNullOrErrorIsReported(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		rule      faultdriver.Rule
@@ -291,31 +304,34 @@ func TestAcquireNullOrErrorIsReported(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d, inj, db := faultDB(t)
+			ln := lockName(d, "acquire-null")
 			rec := &recorder{}
 			l := New(db, WithReporter(rec))
 			c.rule.Match = `GET_LOCK`
 			inj.Add(c.rule)
-			ran, err := l.TryDo(context.Background(), "acquire-null", func(context.Context) error {
+			ran, err := l.TryDo(context.Background(), ln, func(context.Context) error {
 				t.Error("fn was called although GET_LOCK did not return 1")
 				return nil
 			})
 			if ran || err == nil {
 				t.Fatalf("ran=%v err=%v, want false and an error", ran, err)
 			}
-			if rec.kinds() != "acquire_failed" || rec.all()[0].Subject != "acquire-null" {
+			if rec.kinds() != "acquire_failed" || rec.all()[0].Subject != ln {
 				t.Fatalf("incidents %+v, want one acquire_failed for the lock", rec.all())
 			}
 			if s := db.Stats(); c.destroyed && s.OpenConnections != 0 || !c.destroyed && s.OpenConnections != 1 {
 				t.Fatalf("pool %+v (destroyed expected: %v)", s, c.destroyed)
 			}
-			waitFree(t, d.DB, "acquire-null")
+			waitFree(t, d.DB, ln)
 		})
 	}
 }
 
 // The real server's NULL: KILL QUERY on a session waiting in GET_LOCK.
 func TestAcquireKilledWaitIsReported(t *testing.T) {
+	t.Parallel()
 	d := testdb.New(t)
+	ln := lockName(d, "killed-wait")
 	rec := &recorder{}
 	holderL := New(d.Open(t), WithWatchdog(0))
 	waiter := New(d.Open(t), WithReporter(rec))
@@ -323,7 +339,7 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	holding := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := holderL.TryDo(context.Background(), "killed-wait", func(context.Context) error {
+		_, err := holderL.TryDo(context.Background(), ln, func(context.Context) error {
 			close(holding)
 			<-release
 			return nil
@@ -337,7 +353,7 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	}
 	waited := make(chan res, 1)
 	go func() {
-		ran, err := waiter.Do(context.Background(), "killed-wait", 30*time.Second, func(context.Context) error {
+		ran, err := waiter.Do(context.Background(), ln, 30*time.Second, func(context.Context) error {
 			t.Error("fn ran after a killed wait")
 			return nil
 		})
@@ -373,12 +389,14 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 // No leaks: 500 cycles whose release fails leave the pool at its baseline and the lock free.
 // Without the destroy, the lock would stay on a pooled session and IS_USED_LOCK would name it.
 func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
+	t.Parallel()
 	d, inj, db := faultDB(t)
+	ln := lockName(d, "leak")
 	rec := &recorder{}
 	l := New(db, WithReporter(rec), WithWatchdog(0))
 	ctx := context.Background()
 	noop := func(context.Context) error { return nil }
-	if ran, err := l.TryDo(ctx, "leak", noop); !ran || err != nil {
+	if ran, err := l.TryDo(ctx, ln, noop); !ran || err != nil {
 		t.Fatal(ran, err)
 	}
 	base := db.Stats()
@@ -401,7 +419,7 @@ func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
 		// moment after the client closed it; a leaked lock would stay held and fail here.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			ran, err := l.TryDo(ctx, "leak", noop)
+			ran, err := l.TryDo(ctx, ln, noop)
 			if err != nil {
 				t.Fatalf("cycle %d: %v", i, err)
 			}
@@ -420,8 +438,8 @@ func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
 	if n := len(rec.of(incident.ReleaseFailed)); n != cycles || len(rec.all()) != cycles {
 		t.Fatalf("incidents: %d release_failed of %d, want %d and nothing else", n, len(rec.all()), cycles)
 	}
-	waitFree(t, d.DB, "leak")
-	if ran, err := l.TryDo(ctx, "leak", noop); !ran || err != nil {
+	waitFree(t, d.DB, ln)
+	if ran, err := l.TryDo(ctx, ln, noop); !ran || err != nil {
 		t.Fatal(ran, err)
 	}
 	if s := db.Stats(); s.OpenConnections != base.OpenConnections || s.InUse != 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -137,3 +138,9 @@ func withSeam(l *Locker, db *sql.DB, wrap func(*sql.Conn) lockConn) *[]*sql.Conn
 }
 
 var errFn = errors.New("the critical section's own error")
+
+// lockName makes base unique to the test's database. Lock names are server-wide, not
+// per database, so two runs of this suite on one server (or parallel tests) must not share them.
+func lockName(d *testdb.DB, base string) string {
+	return d.Name[len(d.Name)-8:] + ":" + base
+}

@@ -22,6 +22,7 @@ func mustLoc(t testing.TB, name string) *time.Location {
 }
 
 func TestSchedule(t *testing.T) {
+	t.Parallel()
 	seoul := mustLoc(t, "Asia/Seoul")
 	ny := mustLoc(t, "America/New_York")
 	utc := func(s string) time.Time {
@@ -75,6 +76,7 @@ func TestSchedule(t *testing.T) {
 }
 
 func TestRunJobRejectsInvalidJobs(t *testing.T) {
+	t.Parallel()
 	l := New(nil)
 	ok := func(context.Context) error { return nil }
 	for _, j := range []Job{
@@ -92,11 +94,13 @@ func TestRunJobRejectsInvalidJobs(t *testing.T) {
 // A tick that arrives while the previous run still goes is skipped and counted; runs in one
 // process never overlap.
 func TestRunJobSkipsOverlappingTicks(t *testing.T) {
+	t.Parallel()
 	d := testdb.Migrated(t)
 	l := New(d.DB, WithWatchdog(50*time.Millisecond))
+	name := lockName(d, "slow")
 	release := make(chan struct{})
 	var active, maxActive, runs atomic.Int32
-	j := Job{Name: "slow", Schedule: Every(20 * time.Millisecond), Run: func(ctx context.Context) error {
+	j := Job{Name: name, Schedule: Every(20 * time.Millisecond), Run: func(ctx context.Context) error {
 		a := active.Add(1)
 		defer active.Add(-1)
 		if a > maxActive.Load() {
@@ -116,9 +120,9 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 	go func() { done <- l.RunJob(ctx, j) }()
 
 	deadline := time.Now().Add(10 * time.Second)
-	for l.JobStats("slow").SkippedRunning < 3 {
+	for l.JobStats(name).SkippedRunning < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no skipped ticks counted: %+v", l.JobStats("slow"))
+			t.Fatalf("no skipped ticks counted: %+v", l.JobStats(name))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -126,9 +130,9 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 		t.Fatalf("%d runs started while the first was still going, want 1", n)
 	}
 	close(release)
-	for l.JobStats("slow").Runs < 3 { // ticks run again once the first run is over
+	for l.JobStats(name).Runs < 3 { // ticks run again once the first run is over
 		if time.Now().After(deadline) {
-			t.Fatalf("no runs after the slow one: %+v", l.JobStats("slow"))
+			t.Fatalf("no runs after the slow one: %+v", l.JobStats(name))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -136,7 +140,7 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	st := l.JobStats("slow")
+	st := l.JobStats(name)
 	t.Logf("stats %+v", st)
 	if maxActive.Load() != 1 || st.Failed != 0 {
 		t.Fatalf("max concurrency %d (want 1), stats %+v", maxActive.Load(), st)
@@ -148,6 +152,7 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 // it ticks after the winner finished and released the lock, and only the ledger stops it.
 // The control without OncePerPeriod shows that instance running the period again.
 type dailyArgs struct {
+	Job              string // unique per test: the lock "job:"+Job is server-wide
 	SkewNs, RunForNs int64
 	OncePerPeriod    bool
 	Instance         string
@@ -178,7 +183,7 @@ func helperDailyJob(db *sql.DB, a dailyArgs) (dailyResult, error) {
 
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Duration(a.RunForNs)))
 	defer cancel()
-	err = l.RunJob(ctx, Job{Name: "daily-report", Schedule: sched, OncePerPeriod: a.OncePerPeriod,
+	err = l.RunJob(ctx, Job{Name: a.Job, Schedule: sched, OncePerPeriod: a.OncePerPeriod,
 		Run: func(ctx context.Context) error {
 			if _, err := db.ExecContext(ctx, "INSERT INTO job_effects (instance) VALUES (?)", a.Instance); err != nil {
 				return err
@@ -186,7 +191,7 @@ func helperDailyJob(db *sql.DB, a dailyArgs) (dailyResult, error) {
 			time.Sleep(150 * time.Millisecond) // the winner holds the lock while the others tick
 			return nil
 		}})
-	return dailyResult{Stats: l.JobStats("daily-report"), Late: late}, err
+	return dailyResult{Stats: l.JobStats(a.Job), Late: late}, err
 }
 
 func TestDailyJobRunsOncePerPeriodAcrossProcesses(t *testing.T) {
@@ -195,7 +200,8 @@ func TestDailyJobRunsOncePerPeriodAcrossProcesses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := testdb.Migrated(t)
 			d.MustExec(t, "CREATE TABLE job_effects (id INT AUTO_INCREMENT PRIMARY KEY, instance VARCHAR(64) NOT NULL)")
-			base := dailyArgs{RunForNs: int64(1500 * time.Millisecond), OncePerPeriod: once}
+			job := lockName(d, "daily-report")
+			base := dailyArgs{Job: job, RunForNs: int64(1500 * time.Millisecond), OncePerPeriod: once}
 			a, b, late := base, base, base
 			a.Instance, b.Instance, late.Instance = "a", "b", "late"
 			late.SkewNs = -int64(700 * time.Millisecond) // ticks 0.7s after a and b
@@ -217,8 +223,8 @@ func TestDailyJobRunsOncePerPeriodAcrossProcesses(t *testing.T) {
 			if err := d.QueryRow("SELECT COUNT(*) FROM job_effects").Scan(&effects); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.QueryRow("SELECT COUNT(*) FROM outbox_job_runs WHERE job = 'daily-report' AND period_start = ?",
-				time.Date(2026, 3, 9, 15, 0, 0, 0, time.UTC)).Scan(&ledger); err != nil {
+			if err := d.QueryRow("SELECT COUNT(*) FROM outbox_job_runs WHERE job = ? AND period_start = ?",
+				job, time.Date(2026, 3, 9, 15, 0, 0, 0, time.UTC)).Scan(&ledger); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("runs %d, effects %d, ledger rows %d, stats %+v", runs, effects, ledger, res)

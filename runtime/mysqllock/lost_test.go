@@ -18,7 +18,9 @@ import (
 // (cause ErrLockLost), lock_lost is reported once, TryDo returns ErrLockLost with fn's error,
 // and the next TryDo from another instance gets the lock: the cron is not dead.
 func TestWatchdogCancelsWhenSessionKilled(t *testing.T) {
+	t.Parallel()
 	d := testdb.New(t)
+	ln := lockName(d, "nightly")
 	rec := &recorder{}
 	l := New(d.Open(t), WithReporter(rec), WithWatchdog(50*time.Millisecond))
 	holding := make(chan struct{})
@@ -31,7 +33,7 @@ func TestWatchdogCancelsWhenSessionKilled(t *testing.T) {
 	go func() {
 		var cause error
 		var waited time.Duration
-		ran, err := l.TryDo(context.Background(), "nightly", func(ctx context.Context) error {
+		ran, err := l.TryDo(context.Background(), ln, func(ctx context.Context) error {
 			close(holding)
 			start := time.Now()
 			select {
@@ -46,7 +48,7 @@ func TestWatchdogCancelsWhenSessionKilled(t *testing.T) {
 		out <- res{ran, err, cause, waited}
 	}()
 	<-holding
-	id := holder(t, d.DB, "nightly")
+	id := holder(t, d.DB, ln)
 	if id == 0 {
 		t.Fatal("nobody holds the lock while fn runs")
 	}
@@ -64,11 +66,11 @@ func TestWatchdogCancelsWhenSessionKilled(t *testing.T) {
 	if len(lost) != 1 || len(rec.all()) != 1 {
 		t.Fatalf("incidents %q, want exactly one lock_lost", rec.kinds())
 	}
-	if lost[0].ConnID != id || lost[0].Subject != "nightly" {
+	if lost[0].ConnID != id || lost[0].Subject != ln {
 		t.Fatalf("incident %+v, want connection %d", lost[0], id)
 	}
 	other := New(d.Open(t))
-	ran, err := other.TryDo(context.Background(), "nightly", func(context.Context) error { return nil })
+	ran, err := other.TryDo(context.Background(), ln, func(context.Context) error { return nil })
 	if !ran || err != nil {
 		t.Fatalf("another instance after the loss: ran=%v err=%v, want the lock", ran, err)
 	}
@@ -77,12 +79,14 @@ func TestWatchdogCancelsWhenSessionKilled(t *testing.T) {
 // The session stays alive but stops holding the lock behind the code's back: the watchdog sees
 // IS_USED_LOCK naming nobody and cancels.
 func TestWatchdogCancelsWhenLockReleasedBehindItsBack(t *testing.T) {
+	t.Parallel()
 	d := testdb.New(t)
+	ln := lockName(d, "sneaky")
 	db := d.Open(t)
 	rec := &recorder{}
 	l := New(db, WithReporter(rec), WithWatchdog(30*time.Millisecond))
 	conns := withSeam(l, db, func(c *sql.Conn) lockConn { return c })
-	ran, err := l.TryDo(context.Background(), "sneaky", func(ctx context.Context) error {
+	ran, err := l.TryDo(context.Background(), ln, func(ctx context.Context) error {
 		// The watchdog and this statement share the connection; database/sql serialises them.
 		var n sql.NullInt64
 		if err := (*conns)[0].QueryRowContext(context.WithoutCancel(ctx), "SELECT RELEASE_ALL_LOCKS()").Scan(&n); err != nil {
@@ -107,6 +111,7 @@ func TestWatchdogCancelsWhenLockReleasedBehindItsBack(t *testing.T) {
 // on email. Concurrent sign-ups are serialised by Do on a per-email lock: exactly one active user
 // per email. The control without the lock shows duplicates, so the test can fail.
 func TestSoftDeleteUniqueEmail(t *testing.T) {
+	t.Parallel()
 	for _, noLock := range []bool{false, true} {
 		name := map[bool]string{false: "locked", true: "control without lock duplicates"}[noLock]
 		t.Run(name, func(t *testing.T) {
@@ -153,7 +158,7 @@ func TestSoftDeleteUniqueEmail(t *testing.T) {
 							err = create(context.Background(), e)
 						} else {
 							var ran bool
-							ran, err = l.Do(context.Background(), "user-email:"+e, 10*time.Second, func(ctx context.Context) error { return create(ctx, e) })
+							ran, err = l.Do(context.Background(), lockName(d, "user-email:"+e), 10*time.Second, func(ctx context.Context) error { return create(ctx, e) })
 							if err == nil && !ran {
 								err = fmt.Errorf("%s: lock not acquired in 10s", e)
 							}
@@ -199,7 +204,9 @@ func TestSoftDeleteUniqueEmail(t *testing.T) {
 // A panicking critical section still releases its lock (else the lock would stay on a
 // connection nobody closes), and the panic goes on to the caller.
 func TestPanicReleasesLock(t *testing.T) {
+	t.Parallel()
 	d := testdb.New(t)
+	ln := lockName(d, "panics")
 	db := d.Open(t)
 	rec := &recorder{}
 	l := New(db, WithReporter(rec), WithWatchdog(20*time.Millisecond))
@@ -209,10 +216,10 @@ func TestPanicReleasesLock(t *testing.T) {
 				t.Fatalf("recovered %v, want the critical section's panic", r)
 			}
 		}()
-		_, _ = l.TryDo(context.Background(), "panics", func(context.Context) error { panic("boom") })
+		_, _ = l.TryDo(context.Background(), ln, func(context.Context) error { panic("boom") })
 		t.Fatal("TryDo returned although fn panicked")
 	}()
-	if h := holder(t, d.DB, "panics"); h != 0 {
+	if h := holder(t, d.DB, ln); h != 0 {
 		t.Fatalf("lock still held by %d after a panic", h)
 	}
 	if s := db.Stats(); s.InUse != 0 || len(rec.all()) != 0 {
@@ -223,7 +230,9 @@ func TestPanicReleasesLock(t *testing.T) {
 // Cancelling the caller's context while Do waits abandons the wait: an error, no incident (it
 // is the caller's own cancellation), and the waiting session is gone rather than queued.
 func TestDoWaitCancelled(t *testing.T) {
+	t.Parallel()
 	d := testdb.New(t)
+	ln := lockName(d, "busy")
 	rec := &recorder{}
 	holderL := New(d.Open(t), WithWatchdog(0))
 	wdb := d.Open(t)
@@ -232,7 +241,7 @@ func TestDoWaitCancelled(t *testing.T) {
 	holding := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := holderL.TryDo(context.Background(), "busy", func(context.Context) error {
+		_, err := holderL.TryDo(context.Background(), ln, func(context.Context) error {
 			close(holding)
 			<-release
 			return nil
@@ -249,7 +258,7 @@ func TestDoWaitCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	ran, err := waiter.Do(ctx, "busy", 30*time.Second, func(context.Context) error {
+	ran, err := waiter.Do(ctx, ln, 30*time.Second, func(context.Context) error {
 		t.Error("fn ran without the lock")
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 // The vectors are a contract: two versions of a service must take the same server lock for the
 // same name. The hashed ones were computed with sha256sum, not with this code.
 func TestServerName(t *testing.T) {
+	t.Parallel()
 	sixtyFour := strings.Repeat("a", 64)
 	cases := []struct{ in, want string }{
 		{"job:billing", "job:billing"},
@@ -39,6 +40,7 @@ func TestServerName(t *testing.T) {
 }
 
 func TestEmptyNameAndBadArguments(t *testing.T) {
+	t.Parallel()
 	l := New(nil) // never reaches the database
 	fn := func(context.Context) error { return nil }
 	if ran, err := l.TryDo(context.Background(), "", fn); ran || err == nil {

@@ -163,6 +163,7 @@ const counterDDL = `CREATE TABLE counter (
 	id INT PRIMARY KEY, n INT NOT NULL, active INT NOT NULL, max_active INT NOT NULL)`
 
 type counterArgs struct {
+	LockName   string
 	Iterations int
 	NoLock     bool // the control: the same section without the lock
 	UseTryDo   bool // TryDo in a retry loop instead of Do
@@ -189,7 +190,7 @@ func increment(ctx context.Context, db *sql.DB) error {
 	return err
 }
 
-// helperCounter runs a.Iterations increments on db, each under the lock "counter" (or not).
+// helperCounter runs a.Iterations increments on db, each under the lock a.LockName (or not).
 func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
 	ctx := context.Background()
 	if a.Gate {
@@ -207,7 +208,7 @@ func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
 			}
 		case a.UseTryDo:
 			for {
-				ran, err := l.TryDo(ctx, "counter", section)
+				ran, err := l.TryDo(ctx, a.LockName, section)
 				if err != nil {
 					return counterResult{}, err
 				}
@@ -217,7 +218,7 @@ func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
 				time.Sleep(time.Millisecond)
 			}
 		default:
-			ran, err := l.Do(ctx, "counter", 30*time.Second, section)
+			ran, err := l.Do(ctx, a.LockName, 30*time.Second, section)
 			if err != nil {
 				return counterResult{}, err
 			}
@@ -242,6 +243,7 @@ func readCounter(t *testing.T, d *testdb.DB) (n, maxActive int) {
 // control runs the same thing without the lock and must see the overlap, which proves the test
 // can fail.
 func TestSerialisesAcrossPools(t *testing.T) {
+	t.Parallel()
 	for _, noLock := range []bool{false, true} {
 		name := map[bool]string{false: "locked", true: "control without lock must overlap"}[noLock]
 		t.Run(name, func(t *testing.T) {
@@ -258,7 +260,7 @@ func TestSerialisesAcrossPools(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					_, err := helperCounter(db, counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: w%2 == 1})
+					_, err := helperCounter(db, counterArgs{LockName: lockName(d, "counter"), Iterations: iterations, NoLock: noLock, UseTryDo: w%2 == 1})
 					errs <- err
 				}()
 			}
@@ -285,7 +287,7 @@ func TestSerialisesAcrossProcesses(t *testing.T) {
 			const procs, iterations = 3, 15
 			args := make([]any, procs)
 			for i := range args {
-				args[i] = counterArgs{Iterations: iterations, NoLock: noLock, UseTryDo: i == 0, Gate: true}
+				args[i] = counterArgs{LockName: lockName(d, "counter"), Iterations: iterations, NoLock: noLock, UseTryDo: i == 0, Gate: true}
 			}
 			for i, r := range runHelpers[counterResult](t, d, "counter", args) {
 				if r.Done != iterations {
