@@ -82,8 +82,10 @@ func WithLogger(lg *slog.Logger) Option { return func(l *Locker) { l.logger = lg
 // Defaults to "<hostname>:<pid>".
 func WithInstance(name string) Option { return func(l *Locker) { l.instance = name } }
 
-// New returns a Locker on db. The DSN's readTimeout, if set, must exceed the longest wait given
-// to Do, or the driver kills the connection in the middle of GET_LOCK.
+// New returns a Locker on db. Each held lock pins one connection of db's pool for its whole
+// life, and the critical section (and a job's run ledger) uses others, so a pool limited to one
+// connection (SetMaxOpenConns(1)) deadlocks. The DSN's readTimeout, if set, must exceed the
+// longest wait given to Do, or the driver kills the connection in the middle of GET_LOCK.
 func New(db *sql.DB, opts ...Option) *Locker {
 	l := &Locker{
 		db:             db,

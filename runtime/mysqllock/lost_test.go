@@ -84,10 +84,11 @@ func TestWatchdogCancelsWhenLockReleasedBehindItsBack(t *testing.T) {
 	ln := lockName(d, "sneaky")
 	db := d.Open(t)
 	rec := &recorder{}
-	l := New(db, WithReporter(rec), WithWatchdog(30*time.Millisecond))
+	// The first check comes 200ms in: by then this test's own statement on the lock's connection
+	// is long finished (a *sql.Conn must not run two statements at once).
+	l := New(db, WithReporter(rec), WithWatchdog(200*time.Millisecond))
 	conns := withSeam(l, db, func(c *sql.Conn) lockConn { return c })
 	ran, err := l.TryDo(context.Background(), ln, func(ctx context.Context) error {
-		// The watchdog and this statement share the connection; database/sql serialises them.
 		var n sql.NullInt64
 		if err := (*conns)[0].QueryRowContext(context.WithoutCancel(ctx), "SELECT RELEASE_ALL_LOCKS()").Scan(&n); err != nil {
 			return err
