@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -414,6 +415,31 @@ func (e *env) countLogLines(s string) int {
 	return n
 }
 
+var refusedRE = regexp.MustCompile(`message_id=(\d+) claim_token=(\w+)`)
+
+// fenceRefusals reads the workers' logs for result writes refused by the fence, keyed
+// "id/token". It relies on the runtime's log text, so it is evidence, never a pass condition.
+func (e *env) fenceRefusals() map[string]bool {
+	out := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			e.t.Error(err)
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "refused by the fence") {
+				continue
+			}
+			if m := refusedRE.FindStringSubmatch(line); m != nil {
+				out[m[1]+"/"+m[2]] = true
+			}
+		}
+	}
+	return out
+}
+
 // settle waits until no row of a handled type is PENDING or PROCESSING (every message reached
 // SENT or FAILED), or fails after timeout with the counts.
 func (e *env) settle(timeout time.Duration) {
@@ -479,7 +505,17 @@ func (e *env) check(allowDup bool, faults string) (ledger.Result, []ledger.Line,
 	enq := append([]ledger.Enqueued(nil), e.enq...)
 	e.mu.Unlock()
 	res := ledger.Check(enq, rows, lines, allowDup)
-	summary := fmt.Sprintf("%s: %s enqueue_errors=%d | faults: %s", e.name, res, e.enqErrors.Load(), faults)
+	// Evidence per duplicate beyond the ledger: the worker logs each result write its fence
+	// refused (the row had been reclaimed and belonged to a newer claim).
+	refused := e.fenceRefusals()
+	var byFence int
+	for _, d := range res.Dups {
+		if refused[fmt.Sprintf("%d/%s", d.ID, d.Token)] {
+			byFence++
+		}
+	}
+	summary := fmt.Sprintf("%s: %s enqueue_errors=%d fence_refusals_logged=%d (of the duplicates: %d refused by the fence, %d unfinished, %d whose write failed) | faults: %s",
+		e.name, res, e.enqErrors.Load(), len(refused), byFence, res.DupUnfinished, res.DupUnlanded-byFence, faults)
 	e.t.Log(summary)
 	report(summary)
 	if len(res.Problems) > 0 {

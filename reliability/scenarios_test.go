@@ -197,7 +197,14 @@ func TestKillConnections(t *testing.T) {
 
 // category names a worker statement from its text in the process list.
 func category(info string) string {
-	s := strings.ToUpper(strings.Join(strings.Fields(info), ""))
+	// sqlc's statements start with their "-- name: ..." comment line.
+	var lines []string
+	for _, l := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines = append(lines, l)
+		}
+	}
+	s := strings.ToUpper(strings.Join(strings.Fields(strings.Join(lines, " ")), ""))
 	switch {
 	case s == "":
 		return "idle"

@@ -62,8 +62,10 @@ type Result struct {
 	// Of the duplicates: the earlier call never returned (its process was killed, or it was
 	// cut off at shutdown), or it returned nil and its fenced SENT write did not land.
 	DupUnfinished, DupUnlanded int
-	Lost, Ghosts, Stuck        int
-	Problems                   []string
+	// Dups are the duplicate calls themselves, for callers that explain them further.
+	Dups                []Line
+	Lost, Ghosts, Stuck int
+	Problems            []string
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -232,6 +234,7 @@ func Check(enq []Enqueued, rows []Row, lines []Line, allowDup bool) Result {
 				continue
 			}
 			r.Duplicates++
+			r.Dups = append(r.Dups, c)
 			if _, finished := done[fmt.Sprintf("%d/%s", id, c.Token)]; finished {
 				r.DupUnlanded++
 			} else {
