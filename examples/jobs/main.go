@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS employees (
 // run starts two job runners, each on its own connection pool as two processes would be, and
 // stops them once the day's accrual is recorded.
 func run(ctx context.Context, dsn string, out io.Writer) error {
+	out = &syncWriter{w: out} // two instances' jobs and loggers write to it at once
 	setup, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return err
@@ -214,4 +215,16 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 		return slog.Attr{}
 	}
 	return a
+}
+
+// syncWriter serialises writes from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

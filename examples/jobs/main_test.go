@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +83,11 @@ func TestAccrueTwiceAtOnceGrantsTwice(t *testing.T) {
 	d.MustExec(t, employeesTable)
 	d.MustExec(t, "INSERT INTO employees (id, name) VALUES (1, 'Ada'), (2, 'Grace')")
 
-	var out bytes.Buffer
+	var buf bytes.Buffer
+	out := &syncWriter{w: &buf} // one lock for both goroutines
 	errs := make(chan error, 2)
 	for _, instance := range []string{"a", "b"} {
-		go func() { errs <- accrue(ctx, d.DB, instance, &syncWriter{w: &out}) }()
+		go func() { errs <- accrue(ctx, d.DB, instance, out) }()
 	}
 	for range 2 {
 		if err := <-errs; err != nil {
@@ -102,15 +101,4 @@ func TestAccrueTwiceAtOnceGrantsTwice(t *testing.T) {
 	if total != 4 {
 		t.Errorf("two unguarded runs granted %d days to 2 employees, want 4 (each granted twice)", total)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
