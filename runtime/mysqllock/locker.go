@@ -194,6 +194,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("mysqllock: lock %q: get a connection: %w", name, err)
 	}
+	// Through sqlc like all SQL, wrapped so that NULL arrives as -1 and sqlc generates int64
+	// instead of its (wrong) bool: queries/locks.sql says why. Only exactly 1 is "acquired"; a
+	// text "0" from an old driver converts to 0, never to "truthy".
 	v, err := l.q.LockAcquire(ctx, c, store.LockAcquireParams{Name: name, TimeoutMs: wait.Milliseconds()})
 	if err != nil {
 		err = fmt.Errorf("mysqllock: GET_LOCK(%q): %w", name, err)
