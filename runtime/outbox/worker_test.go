@@ -781,3 +781,47 @@ func TestClaimNeverExceedsFreeSlots(t *testing.T) {
 		t.Fatalf("largest claim %d, peak concurrency %d, sent %d; want <= 2, <= 2, 10", obs.maxClaim, peak.Load(), obs.handled[OutcomeSent])
 	}
 }
+
+func TestStatsAfterWorkerScenario(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	hold := make(chan struct{})
+	r := NewRouter()
+	r.Handle("sc_ok", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	r.Handle("sc_bad", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return Permanent(errors.New("no")) })
+	r.Handle("sc_slow", Policy{Timeout: 10 * time.Second}, func(ctx context.Context, _ json.RawMessage, _ Delivery) error {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{})
+	enqueueN(t, db.DB, "sc_ok", 4)
+	enqueueN(t, db.DB, "sc_bad", 2)
+	enqueueN(t, db.DB, "sc_slow", 3)
+	enqueueN(t, db.DB, "sc_ok", 5, Delay(time.Hour)) // pending, not due
+	start(t, w)
+	t.Cleanup(func() { close(hold) }) // runs before start's stop: cleanups run last-in first-out
+	waitFor(t, 5*time.Second, "scenario settled", func() bool {
+		return countRows(t, db, "status='SENT'") == 4 && countRows(t, db, "status='FAILED'") == 2 &&
+			countRows(t, db, "status='PROCESSING'") == 3
+	})
+	s, err := Stats(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pending != 5 || s.Due != 0 || s.Processing != 3 || s.Stale != 0 || s.Stuck != 0 || s.Failed != 2 {
+		t.Errorf("totals %+v, want pending 5 (none due), processing 3, failed 2; SENT rows never counted", s)
+	}
+	if got := s.ByType["sc_slow"]; got.Processing != 3 {
+		t.Errorf("sc_slow %+v, want 3 processing", got)
+	}
+	if got := s.ByType["sc_bad"]; got.Failed != 2 || got.Pending != 0 {
+		t.Errorf("sc_bad %+v, want 2 failed", got)
+	}
+	if got := s.ByType["sc_ok"]; got.Pending != 5 || got.Due != 0 || got.Failed != 0 || got.Processing != 0 {
+		t.Errorf("sc_ok %+v, want only 5 pending, not due", got)
+	}
+}
