@@ -13,11 +13,9 @@
 -- GET_LOCK waits up to timeout_ms/1000 seconds (MariaDB honours fractions; MySQL documents
 -- whole seconds). 1 = acquired, 0 = held by another session (or the wait timed out),
 -- -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
-SELECT CAST(COALESCE(GET_LOCK(sqlc.arg(name), CAST(sqlc.arg(timeout_ms) AS SIGNED) / 1000), -1) AS SIGNED) AS acquired;
-
--- name: LockConnectionID :one
--- The session that holds the lock, for incidents and for the watchdog.
-SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
+-- conn_id is the session, read in the same round trip, for incidents and the watchdog.
+SELECT CAST(COALESCE(GET_LOCK(sqlc.arg(name), CAST(sqlc.arg(timeout_ms) AS SIGNED) / 1000), -1) AS SIGNED) AS acquired,
+       CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
 
 -- name: LockHolder :one
 -- The watchdog's check: which session holds the lock (0 = nobody) and which session is asking.

@@ -267,7 +267,7 @@ func TestAcquireTextZeroIsNotAcquired(t *testing.T) {
 	ln := lockName(d, "text-zero")
 	rec := &recorder{}
 	l := New(db, WithReporter(rec))
-	rule := inj.Return(`GET_LOCK`, []byte("0"))
+	rule := inj.Return(`GET_LOCK`, []byte("0"), []byte("12345")) // acquired, conn_id as text
 	ran, err := l.TryDo(context.Background(), ln, func(context.Context) error {
 		t.Error("fn was called although GET_LOCK said 0")
 		return nil
@@ -295,11 +295,12 @@ func TestAcquireNullOrErrorIsReported(t *testing.T) {
 		name      string
 		rule      faultdriver.Rule
 		destroyed bool
+		connID    int64 // in the incident: known when the row arrived
 	}{
-		{"NULL through the COALESCE wrapper", faultdriver.Rule{Rows: [][]driver.Value{{int64(-1)}}}, false},
-		{"raw NULL from a driver", faultdriver.Rule{Rows: [][]driver.Value{{nil}}}, true},
-		{"query error", faultdriver.Rule{Err: errors.New("injected: GET_LOCK failed")}, true},
-		{"reply lost after the server took the lock", faultdriver.Rule{Passthrough: true, Err: errors.New("injected: reply lost")}, true},
+		{"NULL through the COALESCE wrapper", faultdriver.Rule{Rows: [][]driver.Value{{int64(-1), int64(777)}}}, false, 777},
+		{"raw NULL from a driver", faultdriver.Rule{Rows: [][]driver.Value{{nil, int64(777)}}}, true, 0},
+		{"query error", faultdriver.Rule{Err: errors.New("injected: GET_LOCK failed")}, true, 0},
+		{"reply lost after the server took the lock", faultdriver.Rule{Passthrough: true, Err: errors.New("injected: reply lost")}, true, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -316,7 +317,7 @@ func TestAcquireNullOrErrorIsReported(t *testing.T) {
 			if ran || err == nil {
 				t.Fatalf("ran=%v err=%v, want false and an error", ran, err)
 			}
-			if rec.kinds() != "acquire_failed" || rec.all()[0].Subject != ln {
+			if rec.kinds() != "acquire_failed" || rec.all()[0].Subject != ln || rec.all()[0].ConnID != c.connID {
 				t.Fatalf("incidents %+v, want one acquire_failed for the lock", rec.all())
 			}
 			if s := db.Stats(); c.destroyed && s.OpenConnections != 0 || !c.destroyed && s.OpenConnections != 1 {

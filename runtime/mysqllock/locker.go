@@ -197,7 +197,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait time.Duration) (
 	// Through sqlc like all SQL, wrapped so that NULL arrives as -1 and sqlc generates int64
 	// instead of its (wrong) bool: queries/locks.sql says why. Only exactly 1 is "acquired"; a
 	// text "0" from an old driver converts to 0, never to "truthy".
-	v, err := l.q.LockAcquire(ctx, c, store.LockAcquireParams{Name: name, TimeoutMs: wait.Milliseconds()})
+	r, err := l.q.LockAcquire(ctx, c, store.LockAcquireParams{Name: name, TimeoutMs: wait.Milliseconds()})
 	if err != nil {
 		err = fmt.Errorf("mysqllock: GET_LOCK(%q): %w", name, err)
 		if ctx.Err() == nil {
@@ -207,27 +207,20 @@ func (l *Locker) acquire(ctx context.Context, name string, wait time.Duration) (
 		// The reply was lost, so the session may hold the lock after all: end it.
 		return nil, errors.Join(err, l.destroy(ctx, c, name, 0))
 	}
-	switch v {
+	switch r.Acquired {
 	case 1:
+		return &held{l: l, name: name, conn: c, connID: r.ConnID}, nil
 	case 0:
-		return nil, l.giveBack(ctx, c, name, 0)
+		return nil, l.giveBack(ctx, c, name, r.ConnID)
 	default:
 		what := "NULL (the server failed the call: KILL QUERY, an error)"
-		if v != -1 {
-			what = strconv.FormatInt(v, 10)
+		if r.Acquired != -1 {
+			what = strconv.FormatInt(r.Acquired, 10)
 		}
-		err := fmt.Errorf("mysqllock: GET_LOCK(%q) returned %s: not acquired", name, what)
-		l.report(ctx, incident.AcquireFailed, name, 0, err)
-		return nil, errors.Join(err, l.giveBack(ctx, c, name, 0))
+		err := fmt.Errorf("mysqllock: GET_LOCK(%q) on connection %d returned %s: not acquired", name, r.ConnID, what)
+		l.report(ctx, incident.AcquireFailed, name, r.ConnID, err)
+		return nil, errors.Join(err, l.giveBack(ctx, c, name, r.ConnID))
 	}
-	id, err := l.q.LockConnectionID(ctx, c)
-	if err != nil {
-		// We hold the lock on a session we cannot talk to: ending it frees the lock.
-		err = fmt.Errorf("mysqllock: lock %q: read CONNECTION_ID(): %w", name, err)
-		l.report(ctx, incident.AcquireFailed, name, 0, err)
-		return nil, errors.Join(err, l.destroy(ctx, c, name, 0))
-	}
-	return &held{l: l, name: name, conn: c, connID: id}, nil
 }
 
 func (h *held) startWatchdog(fnCtx context.Context, cancel context.CancelCauseFunc) {

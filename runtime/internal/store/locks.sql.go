@@ -11,12 +11,18 @@ import (
 
 const lockAcquire = `-- name: LockAcquire :one
 
-SELECT CAST(COALESCE(GET_LOCK(?, CAST(? AS SIGNED) / 1000), -1) AS SIGNED) AS acquired
+SELECT CAST(COALESCE(GET_LOCK(?, CAST(? AS SIGNED) / 1000), -1) AS SIGNED) AS acquired,
+       CAST(CONNECTION_ID() AS SIGNED) AS conn_id
 `
 
 type LockAcquireParams struct {
 	Name      string
 	TimeoutMs int64
+}
+
+type LockAcquireRow struct {
+	Acquired int64
+	ConnID   int64
 }
 
 // Named locks for runtime/mysqllock. Every statement runs on the lock's own pinned *sql.Conn:
@@ -32,23 +38,12 @@ type LockAcquireParams struct {
 // GET_LOCK waits up to timeout_ms/1000 seconds (MariaDB honours fractions; MySQL documents
 // whole seconds). 1 = acquired, 0 = held by another session (or the wait timed out),
 // -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
-func (q *Queries) LockAcquire(ctx context.Context, db DBTX, arg LockAcquireParams) (int64, error) {
+// conn_id is the session, read in the same round trip, for incidents and the watchdog.
+func (q *Queries) LockAcquire(ctx context.Context, db DBTX, arg LockAcquireParams) (LockAcquireRow, error) {
 	row := db.QueryRowContext(ctx, lockAcquire, arg.Name, arg.TimeoutMs)
-	var acquired int64
-	err := row.Scan(&acquired)
-	return acquired, err
-}
-
-const lockConnectionID = `-- name: LockConnectionID :one
-SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id
-`
-
-// The session that holds the lock, for incidents and for the watchdog.
-func (q *Queries) LockConnectionID(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRowContext(ctx, lockConnectionID)
-	var conn_id int64
-	err := row.Scan(&conn_id)
-	return conn_id, err
+	var i LockAcquireRow
+	err := row.Scan(&i.Acquired, &i.ConnID)
+	return i, err
 }
 
 const lockHolder = `-- name: LockHolder :one
