@@ -378,8 +378,8 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	if r.ran || r.err == nil || !strings.Contains(r.err.Error(), "NULL") {
 		t.Fatalf("ran=%v err=%v, want an error saying GET_LOCK returned NULL", r.ran, r.err)
 	}
-	if rec.kinds() != "acquire_failed" {
-		t.Fatalf("incidents %q, want acquire_failed", rec.kinds())
+	if rec.kinds() != "acquire_failed" || rec.all()[0].ConnID != id {
+		t.Fatalf("incidents %+v, want acquire_failed for the killed waiter %d", rec.all(), id)
 	}
 	close(release)
 	if err := <-done; err != nil {
