@@ -319,9 +319,16 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			}
 			poll.Stop()
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		n := w.reserve(ctx, backlog)
 		if n == 0 {
 			return // ctx done
+		}
+		if ctx.Err() != nil { // cancelled while waiting for slots: claim nothing more
+			w.release(n)
+			return
 		}
 		got, err := w.claimAndDispatch(ctx, n)
 		if err != nil {

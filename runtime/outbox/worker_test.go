@@ -825,3 +825,20 @@ func TestStatsAfterWorkerScenario(t *testing.T) {
 		t.Errorf("sc_ok %+v, want only 5 pending, not due", got)
 	}
 }
+
+func TestRunWithCancelledContextClaimsNothing(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	r := NewRouter()
+	r.Handle("precancelled", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{})
+	id := enqueueN(t, db.DB, "precancelled", 1)[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if r := getRow(t, db, id); r.Status != "PENDING" || r.Attempts != 0 {
+		t.Fatalf("row %+v, want untouched: a cancelled Run claims nothing", r)
+	}
+}
