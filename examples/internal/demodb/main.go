@@ -1,13 +1,17 @@
 // Command demodb is scripts/demo's database helper: it gives the demo a database of its own and
 // cleans up after it. It is not part of the public API.
 //
-//	demodb prepare SERVER_DSN            print "DSN created|existing"; refuse a database that holds tables
+//	demodb prepare SERVER_DSN [-user]    print "DSN created|existing"; refuse a database that holds tables;
+//	                                     with -user (only on the demo's own server), connect as a new
+//	                                     user with a random password and rights on that database only
 //	demodb cleanup DSN created|existing  drop the database if the demo created it, else only the demo's tables
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -36,13 +40,18 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 {
-		return errors.New("usage: demodb prepare SERVER_DSN | cleanup DSN created|existing")
+		return errors.New("usage: demodb prepare SERVER_DSN [-user] | cleanup DSN created|existing")
 	}
 	switch cmd, dsn := args[0], args[1]; cmd {
 	case "prepare":
 		db, created, err := prepare(ctx, dsn)
 		if err != nil {
 			return err
+		}
+		if len(args) > 2 && args[2] == "-user" {
+			if db, err = ownUser(ctx, dsn, db); err != nil {
+				return err
+			}
 		}
 		state := "existing"
 		if created {
@@ -106,6 +115,37 @@ func prepare(ctx context.Context, serverDSN string) (dsn string, created bool, e
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	return cfg.FormatDSN(), created, nil
+}
+
+// ownUser creates a user with a random password and every right on dbDSN's database only, and
+// returns dbDSN with that user. The demo's own server uses it, so the demo runs with least
+// privilege, and its password (unlike the throwaway server's well-known one) never appears in
+// ordinary output that the CLI scrubs passwords from.
+func ownUser(ctx context.Context, serverDSN, dbDSN string) (string, error) {
+	cfg, err := mysql.ParseDSN(dbDSN)
+	if err != nil {
+		return "", err
+	}
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never returns an error (Go 1.24+)
+	password := hex.EncodeToString(rnd[:])
+	admin, err := sql.Open("mysql", serverDSN)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	host := "127.0.0.1"
+	for _, stmt := range []string{
+		"DROP USER IF EXISTS 'outboxgen_demo'@'" + host + "'",
+		"CREATE USER 'outboxgen_demo'@'" + host + "' IDENTIFIED BY '" + password + "'",
+		"GRANT ALL PRIVILEGES ON `" + strings.ReplaceAll(cfg.DBName, "`", "``") + "`.* TO 'outboxgen_demo'@'" + host + "'",
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			return "", fmt.Errorf("create the demo user: %w", err)
+		}
+	}
+	cfg.User, cfg.Passwd = "outboxgen_demo", password
+	return cfg.FormatDSN(), nil
 }
 
 // cleanup drops the database when the demo created it, or else only the demo's own tables.

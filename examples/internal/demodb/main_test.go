@@ -82,3 +82,35 @@ func tables(t *testing.T, db *sql.DB) string {
 	}
 	return s.String
 }
+
+func TestOwnUserHasRightsOnTheDemoDatabaseOnly(t *testing.T) {
+	ctx := context.Background()
+	d := testdb.New(t)
+	dsn, err := ownUser(ctx, d.ServerDSN, d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.Exec("DROP USER IF EXISTS 'outboxgen_demo'@'127.0.0.1'"); err != nil {
+			t.Errorf("drop the demo user: %v", err)
+		}
+	})
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.User != "outboxgen_demo" || len(cfg.Passwd) != 24 || cfg.DBName != d.Name {
+		t.Fatalf("ownUser returned %q (%v): want user outboxgen_demo, a 24-hex password, database %s", dsn, err, d.Name)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE t (id INT PRIMARY KEY)"); err != nil {
+		t.Errorf("the demo user cannot create a table in its database: %v", err)
+	}
+	if _, err := db.Exec("CREATE DATABASE `" + d.Name + "_other`"); err == nil {
+		if _, err := d.Exec("DROP DATABASE `" + d.Name + "_other`"); err != nil {
+			t.Errorf("drop %s_other: %v", d.Name, err)
+		}
+		t.Errorf("the demo user could create another database: want rights on its own only")
+	}
+}
