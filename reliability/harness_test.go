@@ -39,9 +39,24 @@ const (
 
 var (
 	srv       *server.Server
+	binDir    string
 	workerBin string
 	soak      = os.Getenv("OUTBOX_SOAK") == "1"
 )
+
+// buildWorker builds cmd/relworker into binDir/name with the given build tags.
+func buildWorker(name, tags string) (string, error) {
+	path := filepath.Join(binDir, name)
+	args := []string{"build", "-tags", tags, "-o", path}
+	if os.Getenv("OUTBOX_REL_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "./cmd/relworker")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build relworker (tags %q): %v\n%s", tags, err, out)
+	}
+	return path, nil
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -54,18 +69,14 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	workerBin = filepath.Join(tmp, "relworker")
-	tags := "reliability"
+	binDir = tmp
+	tags := ""
 	if os.Getenv("OUTBOX_REL_STUB") == "1" {
-		tags += " relstub" // the harness's own stand-in worker, not the runtime's
+		tags = "relstub" // the harness's own stand-in worker, not the runtime's
 	}
-	args := []string{"build", "-tags", tags, "-o", workerBin}
-	if os.Getenv("OUTBOX_REL_RACE") == "1" {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, "./cmd/relworker")...).CombinedOutput()
+	workerBin, err = buildWorker("relworker", tags)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "reliability: build relworker: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, "reliability:", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -102,6 +113,10 @@ type env struct {
 	seq        atomic.Int64
 	enqErrors  atomic.Int64
 	incarnated map[string]int
+	killed     map[string]bool // incarnations the suite killed with SIGKILL
+
+	bin     string   // worker binary; workerBin unless a test swaps it
+	procEnv []string // extra environment of the worker processes
 }
 
 func newEnv(t *testing.T, name string) *env {
@@ -119,8 +134,13 @@ func newEnv(t *testing.T, name string) *env {
 	if err := outbox.Migrate(ctx, db); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
+	for _, stmt := range auditDDL {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("audit trigger: %v\n%s", err, stmt)
+		}
+	}
 	dir := t.TempDir()
-	e := &env{t: t, name: name, dbName: dbName, db: db, dir: dir, incarnated: map[string]int{}}
+	e := &env{t: t, name: name, dbName: dbName, db: db, dir: dir, incarnated: map[string]int{}, killed: map[string]bool{}, bin: workerBin}
 	t.Cleanup(func() {
 		e.stopAll(false)
 		db.Close()
@@ -132,6 +152,48 @@ func newEnv(t *testing.T, name string) *env {
 		}
 	})
 	return e
+}
+
+// auditDDL installs the suite's audit (in the scenario's database only, never in schema.sql):
+// a trigger records every committed change of a row's status, claim_token or sent_at, in the
+// same transaction as the change, with the database clock at the statement's start.
+var auditDDL = []string{
+	`CREATE TABLE rel_history (
+		seq        BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		id         BIGINT      NOT NULL,
+		old_status VARCHAR(16) NOT NULL,
+		new_status VARCHAR(16) NOT NULL,
+		old_token  VARCHAR(32) NULL,
+		new_token  VARCHAR(32) NULL,
+		at         DATETIME(6) NOT NULL
+	) ENGINE = InnoDB`,
+	`CREATE TRIGGER rel_audit AFTER UPDATE ON outbox_messages FOR EACH ROW
+	IF NOT (OLD.status <=> NEW.status) OR NOT (OLD.claim_token <=> NEW.claim_token) OR NOT (OLD.sent_at <=> NEW.sent_at) THEN
+		INSERT INTO rel_history (id, old_status, new_status, old_token, new_token, at)
+		VALUES (OLD.id, OLD.status, NEW.status, OLD.claim_token, NEW.claim_token, UTC_TIMESTAMP(6));
+	END IF`,
+}
+
+// history reads the audit trail.
+func (e *env) history() []ledger.Transition {
+	e.t.Helper()
+	rs, err := e.db.Query(`SELECT seq, id, old_status, new_status, COALESCE(old_token,''), COALESCE(new_token,''), at FROM rel_history ORDER BY seq`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []ledger.Transition
+	for rs.Next() {
+		var h ledger.Transition
+		if err := rs.Scan(&h.Seq, &h.ID, &h.OldStatus, &h.NewStatus, &h.OldToken, &h.NewToken, &h.At); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, h)
+	}
+	if err := rs.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
 }
 
 // spec is one message to enqueue.
@@ -287,8 +349,9 @@ func (e *env) startWorker(role string, o workerOpts) *proc {
 		"-ledger", filepath.Join(e.dir, name+".jsonl"),
 		"-proc", name,
 	}, o.flags...)
-	cmd := exec.Command(workerBin, args...)
+	cmd := exec.Command(e.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), e.procEnv...)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start %s: %v", name, err)
 	}
@@ -314,6 +377,13 @@ func (p *proc) exited() bool {
 }
 
 // kill9 is SIGKILL: no shutdown, no deferred code; in-flight claims stay PROCESSING.
+func (e *env) kill9(p *proc) {
+	e.mu.Lock()
+	e.killed[p.name] = true
+	e.mu.Unlock()
+	p.kill9()
+}
+
 func (p *proc) kill9() {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		panic(err)
@@ -494,30 +564,45 @@ func (e *env) lines() []ledger.Line {
 	return ls
 }
 
-// check stops the workers, runs the ledger check, logs and reports the counts, and fails the
-// test on any problem. faults describes what was injected, for the report.
-func (e *env) check(allowDup bool, faults string) (ledger.Result, []ledger.Line, []ledger.Row) {
+// verify stops the workers and runs the ledger and history checks; it reports the counts
+// (faults describes what was injected) but fails nothing.
+func (e *env) verify(allowDup bool, faults string) (ledger.Result, []ledger.Line, []ledger.Row) {
 	e.t.Helper()
 	e.stopAll(true)
 	rows := e.rows()
 	lines := e.lines()
 	e.mu.Lock()
 	enq := append([]ledger.Enqueued(nil), e.enq...)
+	killed := e.killed
 	e.mu.Unlock()
 	res := ledger.Check(enq, rows, lines, allowDup)
+	ledger.CheckHistory(&res, e.history(), lines, time.Millisecond)
 	// Evidence per duplicate beyond the ledger: the worker logs each result write its fence
-	// refused (the row had been reclaimed and belonged to a newer claim).
+	// refused (the row had been reclaimed and belonged to a newer claim), and the suite knows
+	// which processes it killed.
 	refused := e.fenceRefusals()
-	var byFence int
+	var byFence, byKill, other int
 	for _, d := range res.Dups {
-		if refused[fmt.Sprintf("%d/%s", d.ID, d.Token)] {
+		switch {
+		case killed[d.Proc]:
+			byKill++
+		case refused[fmt.Sprintf("%d/%s", d.ID, d.Token)]:
 			byFence++
+		default:
+			other++
 		}
 	}
-	summary := fmt.Sprintf("%s: %s enqueue_errors=%d fence_refusals_logged=%d (of the duplicates: %d refused by the fence, %d unfinished, %d whose write failed) | faults: %s",
-		e.name, res, e.enqErrors.Load(), len(refused), byFence, res.DupUnfinished, res.DupUnlanded-byFence, faults)
+	summary := fmt.Sprintf("%s: %s enqueue_errors=%d fence_refusals_logged=%d; duplicates by cause: process killed %d, write refused by the fence %d, write failed %d | faults: %s",
+		e.name, res, e.enqErrors.Load(), len(refused), byKill, byFence, other, faults)
 	e.t.Log(summary)
 	report(summary)
+	return res, lines, rows
+}
+
+// check is verify, failing the test on any problem.
+func (e *env) check(allowDup bool, faults string) (ledger.Result, []ledger.Line, []ledger.Row) {
+	e.t.Helper()
+	res, lines, rows := e.verify(allowDup, faults)
 	if len(res.Problems) > 0 {
 		e.t.Errorf("ledger check found %d problem(s):\n%s", len(res.Problems), res.Summary(30))
 	}

@@ -1,5 +1,3 @@
-//go:build reliability
-
 // Command relworker is the fault suite's worker process: one outbox.Worker whose handler for
 // "rel.msg" appends every call to a ledger file (see reliability/internal/ledger) and behaves
 // as the message's payload says (succeed, fail, panic, hang...). The suite starts, kills -9

@@ -1,4 +1,4 @@
-//go:build reliability && !relstub
+//go:build !relstub
 
 package main
 

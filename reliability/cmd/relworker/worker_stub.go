@@ -1,4 +1,4 @@
-//go:build reliability && relstub
+//go:build relstub
 
 package main
 
@@ -6,6 +6,9 @@ package main
 // to validate the harness itself before the real worker existed and as a reference point: the
 // same claim / fenced record / reclaim protocol, one message at a time. SQL strings are fine
 // here: this is test code, not the runtime.
+//
+// With OUTBOX_REL_STUB_NOFENCE=1 its result writes drop the fence (WHERE id=? only): the
+// suite's own control, which must make the ledger and history checks fail.
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -24,6 +28,11 @@ const now6 = "UTC_TIMESTAMP(6)"
 
 func runWorker(ctx context.Context, db *sql.DB, pol outbox.Policy, h outbox.HandlerFunc, c workerConfig) error {
 	pol = pol.WithDefaults()
+	fence := " AND status='PROCESSING' AND claim_token=?"
+	noFence := os.Getenv("OUTBOX_REL_STUB_NOFENCE") == "1"
+	if noFence {
+		fence = ""
+	}
 	sem := make(chan struct{}, c.Concurrency)
 	var wg sync.WaitGroup
 	lastReclaim := time.Time{}
@@ -75,15 +84,18 @@ func runWorker(ctx context.Context, db *sql.DB, pol outbox.Policy, h outbox.Hand
 				args := []any{}
 				switch {
 				case err == nil:
-					q = `UPDATE outbox_messages SET status='SENT', sent_at=` + now6 + ` WHERE id=? AND status='PROCESSING' AND claim_token=?`
+					q = `UPDATE outbox_messages SET status='SENT', sent_at=` + now6 + ` WHERE id=?` + fence
 				case outbox.IsPermanent(err) || d.Attempt >= d.max:
-					q = `UPDATE outbox_messages SET status='FAILED', failed_at=` + now6 + `, last_error=? WHERE id=? AND status='PROCESSING' AND claim_token=?`
+					q = `UPDATE outbox_messages SET status='FAILED', failed_at=` + now6 + `, last_error=? WHERE id=?` + fence
 					args = append(args, err.Error())
 				default:
-					q = `UPDATE outbox_messages SET status='PENDING', next_attempt_at=TIMESTAMPADD(MICROSECOND, 50000, ` + now6 + `), last_error=? WHERE id=? AND status='PROCESSING' AND claim_token=?`
+					q = `UPDATE outbox_messages SET status='PENDING', next_attempt_at=TIMESTAMPADD(MICROSECOND, 50000, ` + now6 + `), last_error=? WHERE id=?` + fence
 					args = append(args, err.Error())
 				}
-				args = append(args, int64(d.MessageID), d.ClaimToken)
+				args = append(args, int64(d.MessageID))
+				if !noFence {
+					args = append(args, d.ClaimToken)
+				}
 				if _, err := db.ExecContext(rctx, q, args...); err != nil {
 					c.Logger.Warn("record", "err", err)
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // State is what the enqueuer knows about one message's transaction.
@@ -65,7 +66,9 @@ type Result struct {
 	// Dups are the duplicate calls themselves, for callers that explain them further.
 	Dups                []Line
 	Lost, Ghosts, Stuck int
-	Problems            []string
+	// Transitions is the number of audited status changes CheckHistory read.
+	Transitions int
+	Problems    []string
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -75,9 +78,9 @@ func (r *Result) problem(format string, args ...any) {
 // String is the one-line summary the scenarios log and RELIABILITY.md quotes.
 func (r Result) String() string {
 	return fmt.Sprintf("enqueued=%d committed=%d rolled_back=%d aborted=%d ambiguous=%d(committed %d) rows=%d sent=%d failed=%d pending=%d "+
-		"calls=%d failed_calls=%d duplicates=%d (unfinished %d, unlanded %d) explained=%d lost=%d ghosts=%d stuck=%d problems=%d",
+		"calls=%d failed_calls=%d duplicates=%d (unfinished %d, unlanded %d) explained=%d lost=%d ghosts=%d stuck=%d transitions=%d problems=%d",
 		r.Enqueued, r.Committed, r.RolledBack, r.Aborted, r.Ambiguous, r.AmbiguousCommitted, r.Rows, r.Sent, r.Failed, r.Pending,
-		r.Calls, r.FailedCalls, r.Duplicates, r.DupUnfinished, r.DupUnlanded, r.Explained, r.Lost, r.Ghosts, r.Stuck, len(r.Problems))
+		r.Calls, r.FailedCalls, r.Duplicates, r.DupUnfinished, r.DupUnlanded, r.Explained, r.Lost, r.Ghosts, r.Stuck, r.Transitions, len(r.Problems))
 }
 
 // Check holds the ledger against the enqueue record and the final rows:
@@ -273,4 +276,62 @@ func (r Result) Summary(n int) string {
 		return strings.Join(r.Problems, "\n")
 	}
 	return strings.Join(r.Problems[:n], "\n") + fmt.Sprintf("\n... and %d more", len(r.Problems)-n)
+}
+
+// Transition is one row of the suite's audit table: a trigger on outbox_messages records every
+// UPDATE that changes a row's status, claim_token or sent_at, inside the same transaction, so
+// the history is exactly what committed.
+type Transition struct {
+	Seq                  int64
+	ID                   int64
+	OldStatus, NewStatus string
+	OldToken, NewToken   string
+	At                   time.Time // database clock (UTC_TIMESTAMP(6))
+}
+
+// CheckHistory adds what the final rows cannot show to r:
+//   - SENT and FAILED are terminal: no committed write ever left them (no operator Retry runs
+//     in the suite);
+//   - a row became SENT once, from PROCESSING, under an unchanged claim_token;
+//   - that SENT write committed after the claim's handler returned nil (its done line): a
+//     SENT written while the owning claim's handler was still running came from someone else,
+//     a worker that lost its claim writing without the fence.
+//
+// slack absorbs the database clock's microsecond truncation.
+func CheckHistory(r *Result, hist []Transition, lines []Line, slack time.Duration) {
+	done := map[string]Line{}
+	for _, l := range lines {
+		if l.T == KindDone {
+			done[fmt.Sprintf("%d/%s", l.ID, l.Token)] = l
+		}
+	}
+	sentTimes := map[int64]int{}
+	for _, h := range hist {
+		if h.OldStatus == "SENT" || h.OldStatus == "FAILED" {
+			r.problem("message %d: left terminal status %s for %s (claim %s -> %s) at %s", h.ID, h.OldStatus, h.NewStatus, h.OldToken, h.NewToken, h.At.Format(time.RFC3339Nano))
+		}
+		if h.NewStatus != "SENT" || h.OldStatus == "SENT" {
+			continue
+		}
+		sentTimes[h.ID]++
+		if h.OldStatus != "PROCESSING" || h.OldToken != h.NewToken {
+			r.problem("message %d: became SENT from %s, claim %s -> %s", h.ID, h.OldStatus, h.OldToken, h.NewToken)
+		}
+		d, ok := done[fmt.Sprintf("%d/%s", h.ID, h.NewToken)]
+		switch {
+		case !ok:
+			r.problem("message %d: SENT under claim %s at %s, but that claim's handler never returned", h.ID, h.NewToken, h.At.Format(time.RFC3339Nano))
+		case !d.OK:
+			r.problem("message %d: SENT under claim %s, whose handler failed (%s)", h.ID, h.NewToken, d.Err)
+		case time.Unix(0, d.At).After(h.At.Add(slack)):
+			r.problem("message %d: SENT under claim %s at %s, %v before that claim's handler returned: a write by a worker that lost its claim",
+				h.ID, h.NewToken, h.At.Format(time.RFC3339Nano), time.Unix(0, d.At).Sub(h.At))
+		}
+	}
+	for id, n := range sentTimes {
+		if n > 1 {
+			r.problem("message %d: became SENT %d times", id, n)
+		}
+	}
+	r.Transitions = len(hist)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func call(id int64, key, tok string, attempt int) Line {
@@ -90,5 +91,39 @@ func TestWriterRead(t *testing.T) {
 	}
 	if len(lines) != 1 || torn != 1 || lines[0].ID != 7 || lines[0].Proc != "w1" || lines[0].At == 0 {
 		t.Fatalf("got %+v torn=%d; want one call line for id 7 and one torn line", lines, torn)
+	}
+}
+
+func TestCheckHistory(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	doneAt := func(id int64, tok string, ok bool, at time.Time) Line {
+		l := done(id, tok, ok)
+		l.At = at.UnixNano()
+		return l
+	}
+	lines := []Line{call(1, "seq:1", "b", 2), doneAt(1, "b", true, t0.Add(100*time.Millisecond))}
+	claim := Transition{ID: 1, OldStatus: "PENDING", NewStatus: "PROCESSING", NewToken: "b", At: t0}
+	for _, tc := range []struct {
+		name string
+		hist []Transition
+		want string
+	}{
+		{"sent after the handler returned", []Transition{claim, {ID: 1, OldStatus: "PROCESSING", NewStatus: "SENT", OldToken: "b", NewToken: "b", At: t0.Add(101 * time.Millisecond)}}, ""},
+		{"sent while the owner's handler still ran", []Transition{claim, {ID: 1, OldStatus: "PROCESSING", NewStatus: "SENT", OldToken: "b", NewToken: "b", At: t0.Add(50 * time.Millisecond)}}, "a write by a worker that lost its claim"},
+		{"left SENT", []Transition{claim, {ID: 1, OldStatus: "PROCESSING", NewStatus: "SENT", OldToken: "b", NewToken: "b", At: t0.Add(101 * time.Millisecond)},
+			{ID: 1, OldStatus: "SENT", NewStatus: "PENDING", OldToken: "b", NewToken: "b", At: t0.Add(200 * time.Millisecond)}}, "left terminal status SENT"},
+		{"sent by a claim with no handler call", []Transition{{ID: 1, OldStatus: "PROCESSING", NewStatus: "SENT", OldToken: "z", NewToken: "z", At: t0}}, "never returned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Result
+			CheckHistory(&r, tc.hist, lines, time.Millisecond)
+			got := strings.Join(r.Problems, "\n")
+			if tc.want == "" && got != "" {
+				t.Fatalf("want no problem, got:\n%s", got)
+			}
+			if tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Fatalf("want a problem containing %q, got:\n%s", tc.want, got)
+			}
+		})
 	}
 }
