@@ -60,6 +60,7 @@ mariadb__launch() {
 mariadb_start() {
 	mariadb_ensure_installed
 	MARIADB_DIR=$(mktemp -d /tmp/outboxgen-mariadb.XXXXXX)
+	if [ -n "${MARIADB_PORT:-}" ]; then MARIADB_PORT_FIXED=1; fi
 	MARIADB_PORT=${MARIADB_PORT:-$(mariadb_free_port)}
 	export MARIADB_DIR MARIADB_PORT
 	mkdir -p "$MARIADB_DIR/data"
@@ -70,7 +71,18 @@ mariadb_start() {
 		cat "$MARIADB_DIR/install.log" >&2
 		return 1
 	}
-	mariadb__launch || return 1
+	# A free port can be taken between the check and the bind by another server starting on this
+	# machine: retry on a fresh port unless the caller fixed one.
+	local fixed=${MARIADB_PORT_FIXED:-} tries=0
+	until mariadb__launch; do
+		tries=$((tries + 1))
+		if [ -n "$fixed" ] || [ "$tries" -ge 5 ] || ! grep -q 'already in use' "$MARIADB_DIR/err.log"; then
+			return 1
+		fi
+		MARIADB_PORT=$(mariadb_free_port)
+		export MARIADB_PORT
+		echo "mariadb: port taken, retrying on $MARIADB_PORT" >&2
+	done
 	"$(mariadb_bin mariadb)" --socket="$MARIADB_DIR/sock" -uroot -e "
 		CREATE USER 'outbox'@'127.0.0.1' IDENTIFIED BY 'outbox';
 		GRANT ALL PRIVILEGES ON *.* TO 'outbox'@'127.0.0.1' WITH GRANT OPTION;" || return 1
