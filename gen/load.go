@@ -36,6 +36,7 @@ type catalog struct {
 	defaults *policyDecl
 	types    []*typeDecl
 	events   []*eventDecl
+	present  map[string]bool // top-level keys written, even with a value that was rejected
 }
 
 type policyDecl struct {
@@ -122,8 +123,9 @@ func load(src []byte, ps *problems) *catalog {
 	if !l.mapping(root, "the catalog") {
 		return nil
 	}
-	c := &catalog{root: nodePos(root)}
+	c := &catalog{root: nodePos(root), present: map[string]bool{}}
 	l.keys(root, []string{"version", "package", "output", "defaults", "types", "events"}, func(key string, k, v *yaml.Node) {
+		c.present[key] = true
 		switch key {
 		case "version":
 			c.version = l.scalar(v, "version")
@@ -140,6 +142,8 @@ func load(src []byte, ps *problems) *catalog {
 			}
 		case "events":
 			if l.mapping(v, "events") {
+				// Entries rejected one by one (bad keys) were reported; "no events" would be noise.
+				c.present["events:entries"] = len(v.Content) > 0
 				l.entries(v, func(k, v *yaml.Node) { c.events = append(c.events, l.eventDecl(k, v)) })
 			}
 		}

@@ -118,7 +118,7 @@ func validate(c *catalog, ps *problems) {
 	for _, t := range c.types {
 		v.typeDecl(t)
 	}
-	if len(c.events) == 0 {
+	if len(c.events) == 0 && !c.present["events:entries"] {
 		ps.add(c.root, "no events: add an events: mapping with at least one event")
 	}
 	for _, e := range c.events {
@@ -131,13 +131,17 @@ func (v *validator) header() {
 	c, ps := v.c, v.ps
 	switch {
 	case c.version == nil:
-		ps.add(c.root, "missing version: add `version: 1`")
+		if !c.present["version"] {
+			ps.add(c.root, "missing version: add `version: 1`")
+		}
 	case c.version.v != "1":
 		ps.add(c.version.p, "unsupported version %q: this outboxgen reads version 1", c.version.v)
 	}
 	switch {
 	case c.pkg == nil:
-		ps.add(c.root, "missing package: add `package: NAME`, the Go package of the generated file")
+		if !c.present["package"] {
+			ps.add(c.root, "missing package: add `package: NAME`, the Go package of the generated file")
+		}
 	case !packageRe.MatchString(c.pkg.v):
 		ps.add(c.pkg.p, "package %q: not a valid Go package name (use lowercase letters, digits and _)", c.pkg.v)
 	case token.IsKeyword(c.pkg.v):
