@@ -150,16 +150,9 @@ type importerFunc func(path string) (*types.Package, error)
 func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
 func fakePackage(path string, names []string) *types.Package {
-	// Named like jennifer names imports: the last element, lowercase letters and digits.
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return -1
-	}, strings.ToLower(path[strings.LastIndex(path, "/")+1:]))
-	name = strings.TrimLeft(name, "0123456789")
-	if name == "" {
-		name = "pkg"
+	name := importAlias(path)
+	if alias := name + "pkg"; generatedImportNames[name] && generatedImportPaths[name] != path {
+		name = alias
 	}
 	pkg := types.NewPackage(path, name)
 	for _, n := range names {
