@@ -67,11 +67,11 @@ func TestKillWorker(t *testing.T) {
 	}
 	t.Logf("kills: %d, of which mid-dispatch (a handler call begun and not finished): %d", len(killed), mid)
 	report(fmt.Sprintf("kill_worker: kill -9 x%d (%d mid-dispatch), 3 workers, 4 enqueuers", len(killed), mid))
-	if mid == 0 {
-		t.Errorf("no kill landed mid-dispatch: the scenario did not exercise a killed in-flight call")
+	if mid < len(killed)/2 {
+		t.Errorf("only %d of %d kills landed mid-dispatch: the scenario did not exercise killed in-flight calls", mid, len(killed))
 	}
-	if res.Duplicates == 0 {
-		t.Logf("note: no duplicate delivery this run (every killed call's row was redelivered? see counts)")
+	if res.DupUnfinished == 0 {
+		t.Errorf("no call cut off by a kill was redelivered: the scenario did not exercise redelivery (%s)", res)
 	}
 }
 
