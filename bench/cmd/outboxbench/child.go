@@ -29,7 +29,8 @@ type child struct {
 
 // startChild starts this binary as a consumer of sys on dsn and feeds its lines into tr.
 func startChild(ctx context.Context, exe, sys, dsn string, delay time.Duration, tr *tracker) (*child, error) {
-	cmd := exec.CommandContext(ctx, exe, "child", "-system", sys, "-dsn", dsn, "-delay", delay.String())
+	cmd := exec.CommandContext(ctx, exe, "child", "-system", sys, "-dsn", dsn, "-delay", delay.String(),
+		"-ours-batch", strconv.Itoa(oursBatch), "-ours-concurrency", strconv.Itoa(oursConcurrency))
 	c := &child{cmd: cmd}
 	cmd.Stderr = &c.stderr
 	stdin, err := cmd.StdinPipe()
@@ -106,6 +107,8 @@ func childMain(args []string) int {
 	sysName := fs.String("system", "", "outboxgen or watermill")
 	dsn := fs.String("dsn", "", "database DSN")
 	delay := fs.Duration("delay", 0, "handler delay")
+	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize")
+	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

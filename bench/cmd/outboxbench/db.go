@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -81,6 +82,10 @@ func (s server) freshDB(ctx context.Context, label string) (string, func() error
 	}
 	drop := func() error {
 		defer admin.Close()
+		if os.Getenv("OUTBOXBENCH_KEEP") != "" { // for inspecting a failed run
+			fmt.Fprintf(os.Stderr, "  kept database %s\n", name)
+			return nil
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {

@@ -57,6 +57,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	latRate := fs.Int("lat-rate", 0, "W3 rate, tx/s (default 300)")
 	memSmall := fs.Int("mem-small", 0, "Memory small backlog (default 20000)")
 	memLarge := fs.Int("mem-large", 0, "Memory large backlog (default 200000)")
+	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize (0: its default, 100)")
+	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency (0: its default, 16)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -157,6 +159,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "outboxbench:", err)
 			return 1
 		}
+	}
+	if warn := b.watermillLosses(); len(warn) > 0 {
+		fmt.Fprintf(stderr, "outboxbench: watermill-sql lost or duplicated messages (reported in the table; not a failure of this command):\n  %s\n", strings.Join(warn, "\n  "))
 	}
 	if bad := b.failures(); len(bad) > 0 {
 		fmt.Fprintf(stderr, "outboxbench: %d run(s) failed or lost/duplicated messages:\n  %s\n", len(bad), strings.Join(bad, "\n  "))
@@ -306,12 +311,27 @@ func workloadKey(label string) string {
 	}
 }
 
-// failures lists runs that errored, lost or duplicated messages.
+// failures lists runs that errored, and runs of outboxgen (or L0) that lost or duplicated
+// messages: any of these fails the command, so the smoke run in scripts/test catches them.
 func (b *bench) failures() []string {
 	var out []string
 	for _, r := range b.results {
-		if r.Err != "" || r.Loss != 0 || r.Dup != 0 {
+		if r.Err != "" || (r.System != "watermill" && (r.Loss != 0 || r.Dup != 0)) {
 			out = append(out, fmt.Sprintf("[%s r%d] %s %s: loss %d dup %d %s", r.Mode, r.Round, r.Workload, r.System, r.Loss, r.Dup, r.Err))
+		}
+	}
+	return out
+}
+
+// watermillLosses lists watermill runs with losses or duplicates. Its offset-based subscriber
+// acknowledges an offset past a message whose transaction committed after a higher offset's
+// (concurrent publishers), and never delivers that message: a property of the system under
+// comparison, shown in the table, not a reason to fail the benchmark.
+func (b *bench) watermillLosses() []string {
+	var out []string
+	for _, r := range b.results {
+		if r.System == "watermill" && r.Err == "" && (r.Loss != 0 || r.Dup != 0) {
+			out = append(out, fmt.Sprintf("[%s r%d] %s: loss %d dup %d", r.Mode, r.Round, r.Workload, r.Loss, r.Dup))
 		}
 	}
 	return out

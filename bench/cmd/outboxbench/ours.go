@@ -15,6 +15,10 @@ type oursSystem struct{}
 
 const ourType = "bench.event"
 
+// oursBatch and oursConcurrency override the worker's BatchSize and Concurrency when non-zero
+// (--ours-batch, --ours-concurrency: levers to measure; the table uses the defaults).
+var oursBatch, oursConcurrency int
+
 func (oursSystem) name() string { return "outboxgen" }
 
 func (oursSystem) setup(ctx context.Context, db *sql.DB) error {

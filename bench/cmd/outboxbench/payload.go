@@ -105,3 +105,23 @@ func (t *tracker) wait(timeout time.Duration) bool {
 // losses is the number of sequence numbers never delivered; dups the deliveries beyond the first.
 func (t *tracker) losses() int64 { return t.n - t.distinct.Load() }
 func (t *tracker) dups() int64   { return t.total.Load() - t.distinct.Load() - t.bad.Load() }
+
+// lastAt is the time of the latest first delivery (Unix nanoseconds).
+func (t *tracker) lastAt() int64 {
+	var m int64
+	for i := range t.firstAt {
+		m = max(m, t.firstAt[i].Load())
+	}
+	return m
+}
+
+// missing lists up to limit sequence numbers never delivered.
+func (t *tracker) missing(limit int) []int64 {
+	var out []int64
+	for i := range t.seen {
+		if t.seen[i].Load() == 0 && len(out) < limit {
+			out = append(out, int64(i))
+		}
+	}
+	return out
+}

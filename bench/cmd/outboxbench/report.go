@@ -109,6 +109,7 @@ func (b *bench) report(settings [][2]string, took time.Duration) string {
 	w("- server: %s\n", strings.Join(sv, ", "))
 	w("- rounds: %d (median shown), sizes: tx runs %s; drain %d and %d (5 ms); latency %d tx/s for %s; memory %d and %d\n",
 		b.o.rounds, b.o.sz.TxDuration, b.o.sz.DrainN, b.o.sz.SlowN, b.o.sz.LatencyRate, b.o.sz.LatencyDur, b.o.sz.MemSmall, b.o.sz.MemLarge)
+	w("- outboxgen worker: BatchSize %s, Concurrency %s, PollInterval 1s (defaults unless set)\n", orDefault(oursBatch), orDefault(oursConcurrency))
 	w("- wall time: %s\n\n", took.Round(time.Second))
 	for _, mode := range b.o.modes {
 		w("### driver: %s (interpolateParams=%v)\n\n", mode.Name, mode.Interpolate)
@@ -199,4 +200,11 @@ func le(maxRatio float64) func(a, b float64) (string, bool) {
 	return func(a, b float64) (string, bool) {
 		return fmt.Sprintf("%.2fx (<= %.2fx)", a/b, maxRatio), a/b <= maxRatio
 	}
+}
+
+func orDefault(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return fmt.Sprint(n)
 }
