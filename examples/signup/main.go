@@ -1,7 +1,8 @@
 // Command signup is the seed's first outbox consumer made concrete: a company signs up, and its
 // welcome mail is enqueued in the same transaction as the company row. A signup that fails after
 // the enqueue rolls back, and its mail goes with it. Then two workers deliver the mails to a fake
-// mailer.
+// mailer, which bounces one address for good: that message ends FAILED, visible to an operator,
+// instead of vanishing in a swallowed error.
 //
 //	go run ./examples/signup -dsn 'user:pass@tcp(127.0.0.1:3306)/app?parseTime=true'
 //
@@ -18,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +90,8 @@ func run(ctx context.Context, db *sql.DB, out io.Writer) error {
 		// Globex's admin address is already Acme's: the signup fails after its mail was enqueued.
 		{Company: "Globex", AdminEmail: "ops@acme.example", Plan: plan("enterprise")},
 		{Company: "Umbrella", AdminEmail: "it@umbrella.example", Plan: plan("enterprise")},
+		// The mailer bounces this address: retrying cannot help, so the message ends FAILED.
+		{Company: "Hooli", AdminEmail: "founder@hooli.invalid"},
 	}
 	for _, f := range forms {
 		id, err := signUp(ctx, db, f)
@@ -112,7 +116,12 @@ func run(ctx context.Context, db *sql.DB, out io.Writer) error {
 	if err := printStatus(ctx, db, out, "after delivery"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d welcome mails sent\n", mailer.count())
+	s, err := outbox.Stats(ctx, db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d welcome mails sent; %d FAILED for good, listed with its error by `outboxgen status`\n",
+		mailer.count(), s.Failed)
 	return nil
 }
 
@@ -153,7 +162,11 @@ func (h welcomeMailer) HandleWelcomeEmail(ctx context.Context, e events.WelcomeE
 	}
 	// The idempotency key goes to the provider, which drops a second send with the same key:
 	// delivery is at-least-once, so the same mail may reach this handler twice.
-	return h.mailer.Send(ctx, e.Email, "Welcome! Your "+plan+" plan is ready.", d.IdempotencyKey)
+	err := h.mailer.Send(ctx, e.Email, "Welcome! Your "+plan+" plan is ready.", d.IdempotencyKey)
+	if errors.Is(err, errHardBounce) {
+		return outbox.Permanent(err) // FAILED now: no retry can fix the address
+	}
+	return err // nil: SENT; any other error: retried with backoff
 }
 
 // deliver runs two workers on the table until nothing is pending or processing, then stops them.
@@ -242,8 +255,12 @@ func printStatus(ctx context.Context, db *sql.DB, out io.Writer, label string) e
 	return err
 }
 
-// fakeMailer stands in for a mail provider's API: it prints each mail and drops a second
-// send with an idempotency key it has seen, as providers that take such a key do.
+// errHardBounce is the provider's "this address does not exist".
+var errHardBounce = errors.New("hard bounce")
+
+// fakeMailer stands in for a mail provider's API: it prints each mail, drops a second send with
+// an idempotency key it has seen (as providers that take such a key do), and bounces addresses
+// in the .invalid domain.
 type fakeMailer struct {
 	mu   sync.Mutex
 	out  io.Writer
@@ -254,6 +271,9 @@ type fakeMailer struct {
 func (m *fakeMailer) Send(ctx context.Context, to, body, idempotencyKey string) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if strings.HasSuffix(to, ".invalid") {
+		return fmt.Errorf("mailer: %s: %w (no such domain)", to, errHardBounce)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
