@@ -171,6 +171,7 @@ type Worker struct {
 	sink     *resultSink             // results waiting for the flusher; nil outside Run
 	sinkCap  int                     // most results allowed to wait for a write
 	hctx     context.Context         // parent of handler contexts; outlives Run's ctx
+	gen      int                     // counts Runs: a handler abandoned by an earlier Run frees no slot of this one
 	dispatch sync.WaitGroup          // running dispatch goroutines
 
 	// Test seams.
@@ -258,6 +259,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	sink := newResultSink()
 	w.mu.Lock()
+	w.gen++
 	w.free = w.cfg.Concurrency
 	w.sink = sink
 	w.sinkCap = 4 * max(w.cfg.BatchSize, w.cfg.Concurrency)
@@ -502,7 +504,7 @@ func newToken() string {
 func (w *Worker) startDispatch(m claimed) {
 	w.mu.Lock()
 	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
-	hctx, sink := w.hctx, w.sink
+	hctx, sink, gen := w.hctx, w.sink, w.gen
 	w.mu.Unlock()
 	w.dispatch.Add(1)
 	go func() {
@@ -510,7 +512,9 @@ func (w *Worker) startDispatch(m claimed) {
 		res := w.handle(hctx, m)
 		w.mu.Lock()
 		delete(w.inflight, m.id)
-		w.free++
+		if w.gen == gen {
+			w.free++
+		}
 		w.mu.Unlock()
 		if !sink.put(res) {
 			// Run has returned (this handler ignored its context past the shutdown deadline):
