@@ -92,26 +92,32 @@ Applies the outbox schema (outbox.Migrate): CREATE TABLE IF NOT EXISTS for every
 running it twice is harmless. It also checks the connection settings the runtime needs.
 `
 
-// opsCmd is one operator subcommand invocation: its flags, its output streams (which scrub
-// the DSN's password from everything written), and its database.
+// opsCmd is one operator subcommand invocation: its flags, output streams and database.
+//
+// The password rule: nothing the command prints may contain the DSN's password. The command's
+// own wording is fixed text and cannot; everything that comes from outside (driver and server
+// errors, driver logs, echoed flag values, last_error and event types read from the table)
+// passes through c.clean first. Scrubbing whole lines instead would mangle a password that
+// is an ordinary word ("outbox" would turn "outboxgen" into "*****gen").
 type opsCmd struct {
-	name   string
-	help   string
-	fs     *flag.FlagSet
-	dsnArg string
-	out    *scrubWriter
-	errw   *scrubWriter
-	dsn    opsDSN
-	getenv func(string) string
-	log    driverLog
+	name    string
+	help    string
+	fs      *flag.FlagSet
+	dsnArg  string
+	out     io.Writer
+	errw    io.Writer
+	secrets []string
+	dsn     opsDSN
+	getenv  func(string) string
+	log     driverLog
 }
 
 func newOpsCmd(name, help string, stdout, stderr io.Writer) *opsCmd {
 	c := &opsCmd{
 		name: name, help: help,
 		fs:     flag.NewFlagSet("outboxgen "+name, flag.ContinueOnError),
-		out:    &scrubWriter{w: stdout},
-		errw:   &scrubWriter{w: stderr},
+		out:    stdout,
+		errw:   stderr,
 		getenv: os.Getenv,
 	}
 	c.fs.StringVar(&c.dsnArg, "dsn", "", "database DSN (default $"+envDSN+")")
@@ -120,27 +126,24 @@ func newOpsCmd(name, help string, stdout, stderr io.Writer) *opsCmd {
 
 // parse parses args; ok=false means the command is over with the returned exit code.
 func (c *opsCmd) parse(args []string) (code int, ok bool) {
-	var flagOut bytes.Buffer
-	c.fs.SetOutput(&flagOut)
-	c.fs.Usage = func() {
-		fmt.Fprint(&flagOut, c.help, "\nflags:\n")
-		c.fs.PrintDefaults()
-		fmt.Fprint(&flagOut, dsnHelp)
-	}
+	var flagErr bytes.Buffer
+	c.fs.SetOutput(&flagErr)
+	c.fs.Usage = func() {} // printed below, after the error line is cleaned
 	err := c.fs.Parse(args)
-	// The flag package echoes bad values; scrub with whatever password the DSN carries, even
-	// before knowing whether the DSN parses.
+	// The flag package echoes bad values; clean them with whatever password the DSN carries,
+	// even before knowing whether the DSN parses.
 	dsnRaw := c.dsnArg
 	if dsnRaw == "" {
 		dsnRaw = c.getenv(envDSN)
 	}
-	c.setSecrets(passwordForms(rawPassword(dsnRaw)))
+	c.secrets = append(c.secrets, passwordForms(rawPassword(dsnRaw))...)
 	if errors.Is(err, flag.ErrHelp) {
-		c.out.Write(flagOut.Bytes())
+		c.printUsage(c.out)
 		return opsExitOK, false
 	}
 	if err != nil {
-		c.errw.Write(flagOut.Bytes())
+		fmt.Fprint(c.errw, c.clean(flagErr.String()))
+		c.printUsage(c.errw)
 		return opsExitUsage, false
 	}
 	if c.fs.NArg() > 0 {
@@ -150,13 +153,30 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 	return opsExitOK, true
 }
 
-func (c *opsCmd) setSecrets(s []string) {
-	c.out.secrets = append(c.out.secrets, s...)
-	c.errw.secrets = append(c.errw.secrets, s...)
+func (c *opsCmd) printUsage(w io.Writer) {
+	var b bytes.Buffer
+	b.WriteString(c.help)
+	b.WriteString("\nflags:\n")
+	c.fs.SetOutput(&b)
+	c.fs.PrintDefaults()
+	b.WriteString(dsnHelp)
+	w.Write(b.Bytes())
 }
 
+// clean removes every form of the DSN's password from text that came from outside.
+func (c *opsCmd) clean(s string) string { return scrub(s, c.secrets) }
+
 // usageErr prints one line and "see --help", and returns opsExitUsage.
+// String and error arguments are cleaned; format is fixed text.
 func (c *opsCmd) usageErr(format string, args ...any) int {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = c.clean(v)
+		case error:
+			args[i] = c.clean(v.Error())
+		}
+	}
 	fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, fmt.Sprintf(format, args...), c.name)
 	return opsExitUsage
 }
@@ -171,7 +191,7 @@ func (c *opsCmd) dbErr(what string, err error) int {
 	if logged := c.log.take(); len(logged) > 0 {
 		msg += " (driver: " + strings.Join(logged, "; ") + ")"
 	}
-	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.dsn.shown, msg)
+	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.clean(c.dsn.shown), c.clean(msg))
 	return opsExitDB
 }
 
@@ -182,7 +202,7 @@ func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
 		return nil, c.usageErr("%v", err), false
 	}
 	c.dsn = d
-	c.setSecrets(d.secrets)
+	c.secrets = append(c.secrets, d.secrets...)
 	d.cfg.Logger = &c.log
 	connector, err := mysql.NewConnector(d.cfg)
 	if err != nil {
@@ -207,10 +227,10 @@ func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
 // closeDB closes the pool; an error there is reported, and turns a success into exit 3.
 func (c *opsCmd) closeDB(db *sql.DB, code int) int {
 	for _, m := range c.log.take() {
-		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, m)
+		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, c.clean(m))
 	}
 	if err := db.Close(); err != nil {
-		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %v\n", c.name, err)
+		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %s\n", c.name, c.clean(err.Error()))
 		if code == opsExitOK {
 			return opsExitDB
 		}
@@ -305,7 +325,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 		Check:                checkReport{WindowSeconds: window.Seconds(), Problems: []string{}},
 	}
 	for t, tc := range snap.ByType {
-		rep.ByType[t] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
 			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds()}
 	}
 	if nFailed > 0 && snap.Failed > 0 {
@@ -315,8 +335,8 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 		}
 		for _, f := range failed {
 			rep.NewestFailed = append(rep.NewestFailed, failedReport{
-				ID: int64(f.ID), EventType: f.EventType, Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
-				FailedAt: f.FailedAt, LastError: opsTruncate(f.LastError, lastErrorWidth),
+				ID: int64(f.ID), EventType: c.clean(f.EventType), Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
+				FailedAt: f.FailedAt, LastError: opsTruncate(c.clean(f.LastError), lastErrorWidth),
 			})
 		}
 	}
@@ -343,7 +363,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 		enc := json.NewEncoder(c.out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %v\n", err)
+			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %s\n", c.clean(err.Error()))
 			return opsExitDB
 		}
 	} else {
@@ -356,9 +376,9 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 }
 
 func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
-	// Built whole, then written once: the scrubbing writer sees complete lines.
+	// Built whole, then written once.
 	var b bytes.Buffer
-	defer func() { c.out.Write(b.Bytes()) }()
+	defer func() { c.out.Write(b.Bytes()) }() // one write: a reader never sees half a table
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING")
 	types := make([]string, 0, len(rep.ByType))
@@ -527,8 +547,8 @@ func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
 		for _, m := range list {
-			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, m.EventType, m.Attempts, m.MaxAttempts,
-				m.FailedAt.UTC().Format(time.RFC3339), opsOneLine(opsTruncate(m.LastError, lastErrorWidth)))
+			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, c.clean(m.EventType), m.Attempts, m.MaxAttempts,
+				m.FailedAt.UTC().Format(time.RFC3339), opsOneLine(opsTruncate(c.clean(m.LastError), lastErrorWidth)))
 		}
 		w.Flush()
 		c.out.Write(b.Bytes())
@@ -694,27 +714,9 @@ func (f *idsFlag) Set(s string) error {
 	return nil
 }
 
-// scrubWriter removes the DSN's password from everything written through it: the last line
-// of defence, behind not printing the DSN in the first place. Each Write is one whole line or
-// more (every print here is a single call), so a password never straddles two writes.
-type scrubWriter struct {
-	w       io.Writer
-	secrets []string
-}
-
-func (s *scrubWriter) Write(p []byte) (int, error) {
-	if len(s.secrets) == 0 {
-		return s.w.Write(p)
-	}
-	if _, err := io.WriteString(s.w, scrub(string(p), s.secrets)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
 // driverLog collects what go-sql-driver/mysql logs (to os.Stderr by default), which is often
 // the real cause behind its "invalid connection" error: a failing command prints it on its one
-// error line, a successful one as lines of their own. Either way through the scrubbing writer.
+// error line, a successful one as lines of their own. Either way cleaned of the password.
 type driverLog struct {
 	mu   sync.Mutex
 	msgs []string
