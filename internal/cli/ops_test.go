@@ -758,3 +758,32 @@ func TestOrdinaryWordPasswordKeepsFixedText(t *testing.T) {
 		t.Errorf("unreachable with password 'outbox': %s", r)
 	}
 }
+
+// Through the dispatcher, as cmd/outboxgen runs it; and a reachable database whose query fails
+// (no schema) is exit 3 with one line too.
+func TestOpsThroughMainAndFailingDatabase(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t) // no tables
+	for _, args := range [][]string{
+		{"status", "--dsn", db.DSN},
+		{"retry", "--dsn", db.DSN, "--event-type", "a"},
+		{"purge", "--dsn", db.DSN, "--older-than", "1d"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != opsExitDB || len(lines) != 1 || !strings.HasPrefix(lines[0], "outboxgen "+args[0]+": ") ||
+			!strings.Contains(lines[0], "doesn't exist") || !strings.Contains(lines[0], "(database ") {
+			t.Errorf("%v: want exit 3 and one line naming the database and the missing table; got exit %d\nstdout: %s\nstderr: %s",
+				args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"migrate", "--dsn", db.DSN}, &out, &errb); code != opsExitOK {
+		t.Fatalf("migrate through Main: exit %d: %s", code, errb.String())
+	}
+	out.Reset()
+	if code := Main([]string{"status", "--dsn", db.DSN, "--check", "--json"}, &out, &errb); code != opsExitOK {
+		t.Errorf("status --check on a fresh table through Main: exit %d: %s %s", code, out.String(), errb.String())
+	}
+}
