@@ -56,7 +56,10 @@ type Backoff struct {
 // Policy is an event type's retry policy. Zero fields take the defaults: MaxAttempts 10,
 // Backoff 1s..1h, Timeout 1m.
 type Policy struct {
-	// MaxAttempts is the number of claims after which a failing message is FAILED. Defaults to 10.
+	// MaxAttempts is the number of claims after which a failing message is FAILED. The budget
+	// is resolved at enqueue and stored on the row (Message.MaxAttempts, max_attempts), and the
+	// worker goes by the row, so a message keeps the budget it was enqueued with across deploys;
+	// generated code passes the catalog's value to both Enqueue and Router.Handle. Defaults to 10.
 	MaxAttempts int
 	// Backoff is the delay between attempts. Defaults to 1s..1h.
 	Backoff Backoff
