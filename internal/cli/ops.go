@@ -215,9 +215,11 @@ func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
 	pingCtx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
-		db.Close()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("no answer within %s (the DSN's timeout)", d.cfg.Timeout)
+		}
+		if cerr := db.Close(); cerr != nil {
+			err = fmt.Errorf("%w; closing the pool: %v", err, cerr)
 		}
 		return nil, c.dbErr("cannot connect", err), false
 	}
@@ -709,6 +711,11 @@ func (f *idsFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 {
 		return fmt.Errorf("want a positive message id, got %q", s)
+	}
+	for _, id := range *f {
+		if id == outbox.MessageID(n) {
+			return nil // given twice: one message, so the "did not match" count stays true
+		}
 	}
 	*f = append(*f, outbox.MessageID(n))
 	return nil

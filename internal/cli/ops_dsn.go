@@ -57,9 +57,13 @@ func resolveDSN(flagValue string, getenv func(string) string) (opsDSN, error) {
 	return opsDSN{cfg: cfg, connect: cfg.FormatDSN(), shown: shown, secrets: secrets}, nil
 }
 
-// rawPassword extracts the password the way the driver does (between the first ':' and the
-// last '@' before the path), so even a DSN the parser rejects is scrubbed from its error.
+// rawPassword extracts the password the way the driver's parser does (the last '/' ends the
+// address part, the last '@' before it ends the user info, the first ':' in that starts the
+// password), so even a DSN the parser rejects is scrubbed from its error.
 func rawPassword(dsn string) string {
+	if slash := strings.LastIndex(dsn, "/"); slash >= 0 {
+		dsn = dsn[:slash]
+	}
 	at := strings.LastIndex(dsn, "@")
 	if at < 0 {
 		return ""

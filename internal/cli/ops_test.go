@@ -376,7 +376,7 @@ func TestRetry(t *testing.T) {
 	}
 
 	// Ids that are not FAILED (a1 now, a PENDING row, one that does not exist) are counted out loud.
-	r = runOps(runRetry, "--dsn", dsn, "--id", fmt.Sprint(a1), "--id", fmt.Sprint(pending), "--id", "999999", "--id", fmt.Sprint(a2))
+	r = runOps(runRetry, "--dsn", dsn, "--id", fmt.Sprint(a1), "--id", fmt.Sprint(pending), "--id", "999999", "--id", fmt.Sprint(a2), "--id", fmt.Sprint(a2))
 	mustExit(t, r, opsExitOK)
 	if !strings.Contains(r.stdout, "retried 1 message(s)") || !strings.Contains(r.stdout, "3 of the 4 given id(s) did not match") {
 		t.Errorf("retry with non-matching ids: %s", r)

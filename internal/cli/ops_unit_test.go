@@ -101,6 +101,26 @@ func TestResolveDSN(t *testing.T) {
 	}
 }
 
+func TestRawPassword(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"u:pw@tcp(h:1)/db":                  "pw",
+		"u:p@ss:w@tcp(h:1)/db?x=1":          "p@ss:w",
+		"u:pw@tcp(h:1)/db?x=a@b":            "pw",
+		"u:pw@/db":                          "pw",
+		"u@tcp(h:1)/db":                     "",
+		"/db":                               "",
+		"u:pw@tcp(h:1)/db?loc=Asia%2FSeoul": "pw",
+	} {
+		if got := rawPassword(dsn); got != want {
+			t.Errorf("rawPassword(%q) = %q, want %q", dsn, got, want)
+		}
+		if cfg, err := mysql.ParseDSN(dsn); err == nil && cfg.Passwd != want {
+			t.Errorf("rawPassword(%q) = %q, but the driver reads %q", dsn, want, cfg.Passwd)
+		}
+	}
+}
+
 func TestScrub(t *testing.T) {
 	t.Parallel()
 	pw := "p@ss w/rd"
