@@ -127,7 +127,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 		"SELECT instance, DATE_FORMAT(period_start, '%Y-%m-%d %H:%i:%s') FROM outbox_job_runs WHERE job = 'leave-accrual'").Scan(&ran, &period); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "run ledger: leave-accrual for the day starting %s UTC, run by %s\n", period, ran)
+	fmt.Fprintf(out, "run ledger: leave-accrual for the day starting %s UTC (midnight in the demo zone), run by %s\n", period, ran)
 	return nil
 }
 
