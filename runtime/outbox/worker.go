@@ -160,6 +160,8 @@ type Worker struct {
 	cfg    Config
 	types  []string
 	log    *slog.Logger
+	// logIncidents: also log incidents at error level (a custom Reporter may not log them).
+	logIncidents bool
 
 	wake    chan struct{}
 	running atomic.Bool
@@ -199,6 +201,8 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// The default Reporter already writes each incident as an error line on Logger.
+	logIncidents := cfg.Reporter != nil
 	cfg = cfg.withDefaults()
 	types := r.EventTypes()
 	for _, t := range types {
@@ -212,7 +216,7 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
 	w := &Worker{
-		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger,
+		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger, logIncidents: logIncidents,
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		inflight: map[MessageID]*inflight{},
@@ -556,7 +560,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	// Reported once if the handler is still running well past its deadline: it ignores its
 	// context and keeps its slot.
 	hung := time.AfterFunc(p.Timeout+hungGrace(p.Timeout), func() {
-		w.cfg.Reporter.Report(context.Background(), incident.Incident{
+		w.report(context.Background(), incident.Incident{
 			Kind:    incident.HandlerHung,
 			Subject: fmt.Sprintf("message %d (%s)", m.id, m.eventType),
 			Err:     fmt.Errorf("handler still running %s after its %s timeout; it ignores its context and keeps a dispatch slot", hungGrace(p.Timeout), p.Timeout),
@@ -644,7 +648,7 @@ func (w *Worker) reportAbandoned(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, f := range w.inflight {
-		w.cfg.Reporter.Report(ctx, incident.Incident{
+		w.report(ctx, incident.Incident{
 			Kind:    incident.HandlerHung,
 			Subject: fmt.Sprintf("message %d (%s)", id, f.eventType),
 			Err: fmt.Errorf("handler still running %s after its context was cancelled at shutdown; Run returns without it and the row is reclaimed after its lease",
@@ -916,9 +920,24 @@ func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
 	if n > 0 {
 		w.cfg.Observer.Stuck(n)
 		err := fmt.Errorf("%d messages PROCESSING for more than 3x their lease: nobody is reclaiming them", n)
-		w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck messages", slog.Int64("stuck", n),
+		w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck messages: nobody is reclaiming them", slog.Int64("stuck", n),
 			slog.Bool("reclaim_disabled", w.cfg.DisableReclaim))
+		// Logged just above with its count, so straight to the Reporter.
 		w.cfg.Reporter.Report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: err})
 	}
 	return n, nil
+}
+
+// report sends in to Config.Reporter and, when that is a custom Reporter, also logs it at
+// error level, so an incident always leaves an error line on Logger (the default Reporter
+// writes exactly that line itself).
+func (w *Worker) report(ctx context.Context, in incident.Incident) {
+	w.cfg.Reporter.Report(ctx, in)
+	if w.logIncidents {
+		attrs := []slog.Attr{slog.String("kind", string(in.Kind)), slog.String("subject", in.Subject)}
+		if in.Err != nil {
+			attrs = append(attrs, slog.String("error", in.Err.Error()))
+		}
+		w.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "outboxgen incident", attrs...)
+	}
 }
