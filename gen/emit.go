@@ -403,7 +403,11 @@ func (g *emitter) genValidate(recv, typeName, prefix string, fs []*field, nonEmp
 		g.f.Line()
 		return
 	}
-	g.commentf("Validate returns every problem with %s: enum fields outside their values and empty key strings.", recv)
+	if len(nonEmpty) > 0 {
+		g.commentf("Validate returns every problem with %s: enum fields outside their values and empty key strings.", recv)
+	} else {
+		g.commentf("Validate returns every problem with %s: enum fields outside their values.", recv)
+	}
 	all := append([]jen.Code{jen.Var().Id("errs").Index().Error()}, body...)
 	all = append(all, jen.Return(jen.Qual("errors", "Join").Call(jen.Id("errs").Op("..."))))
 	g.f.Func().Params(jen.Id(recv).Id(typeName)).Id("Validate").Params().Error().Block(all...)
@@ -591,6 +595,13 @@ func policyCode(p policy) jen.Code {
 	}
 	if p.timeout > 0 {
 		kv = append(kv, jen.Id("Timeout").Op(":").Add(durationCode(p.timeout)))
+	}
+	if len(kv) > 1 {
+		// One field per line reads better than a long literal inside a call.
+		for i := range kv {
+			kv[i] = jen.Line().Add(kv[i])
+		}
+		kv = append(kv, jen.Line())
 	}
 	return jen.Qual(outboxPkg, "Policy").Values(kv...)
 }

@@ -55,7 +55,22 @@ func hint(s string, candidates []string, prefix string) string {
 		limit = 1
 	}
 	if bestD < 0 || bestD > limit || bestD >= len(s) {
-		return ""
+		// A truncated or extended word ("idempotency", "maximum") is no typo but still a
+		// likely mistake: suggest the one candidate it is a prefix of, or that is its prefix.
+		match := ""
+		for _, c := range sorted {
+			ls, lc := strings.ToLower(s), strings.ToLower(c)
+			if len(ls) >= 3 && len(lc) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
+				if match != "" {
+					return ""
+				}
+				match = c
+			}
+		}
+		if match == "" {
+			return ""
+		}
+		best = match
 	}
 	return fmt.Sprintf(" (did you mean %s%q?)", prefix, best)
 }

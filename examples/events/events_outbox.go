@@ -44,8 +44,7 @@ type Money struct {
 	Currency MoneyCurrency `json:"currency"`
 }
 
-// Validate returns every problem with v: enum fields outside their values and empty key
-// strings.
+// Validate returns every problem with v: enum fields outside their values.
 func (v Money) Validate() error {
 	var errs []error
 	if err := v.Currency.Validate(); err != nil {
@@ -114,7 +113,11 @@ func EnqueueWelcomeEmail(ctx context.Context, tx outbox.DBTX, e WelcomeEmail, op
 // rest). A payload that does not decode fails permanently; unknown JSON fields are
 // ignored, so an older catalog reads rows a newer one wrote.
 func RegisterWelcomeEmail(r *outbox.Router, h WelcomeEmailHandler) {
-	r.Handle("welcome_email", outbox.Policy{MaxAttempts: 10, Backoff: outbox.Backoff{Initial: time.Second, Max: time.Hour}, Timeout: time.Minute}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+	r.Handle("welcome_email", outbox.Policy{
+		MaxAttempts: 10,
+		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:     time.Minute,
+	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		var e WelcomeEmail
 		if err := json.Unmarshal(payload, &e); err != nil {
 			return outbox.Permanent(fmt.Errorf("welcome_email: decode payload: %w", err))
@@ -202,7 +205,11 @@ func EnqueuePaymentFailed(ctx context.Context, tx outbox.DBTX, e PaymentFailed, 
 // rest). A payload that does not decode fails permanently; unknown JSON fields are
 // ignored, so an older catalog reads rows a newer one wrote.
 func RegisterPaymentFailed(r *outbox.Router, h PaymentFailedHandler) {
-	r.Handle("payment_failed", outbox.Policy{MaxAttempts: 12, Backoff: outbox.Backoff{Initial: time.Second, Max: time.Hour}, Timeout: time.Minute}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+	r.Handle("payment_failed", outbox.Policy{
+		MaxAttempts: 12,
+		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:     time.Minute,
+	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		var e PaymentFailed
 		if err := json.Unmarshal(payload, &e); err != nil {
 			return outbox.Permanent(fmt.Errorf("payment_failed: decode payload: %w", err))
@@ -250,7 +257,10 @@ func SendOpsDBWriteFailed(ctx context.Context, h OpsDBWriteFailedHandler, e OpsD
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	return sendDirect(ctx, outbox.Policy{MaxAttempts: 10, Timeout: time.Minute}, e.EventType(), e.IdempotencyKey(), func(ctx context.Context, d outbox.Delivery) error {
+	return sendDirect(ctx, outbox.Policy{
+		MaxAttempts: 10,
+		Timeout:     time.Minute,
+	}, e.EventType(), e.IdempotencyKey(), func(ctx context.Context, d outbox.Delivery) error {
 		return h.HandleOpsDBWriteFailed(ctx, e, d)
 	})
 }
