@@ -439,61 +439,86 @@ func countFailed(ctx context.Context, db outbox.DBTX, f outbox.Filter) (int64, e
 }
 
 // newestFailed returns up to n of the most recently FAILED messages, newest first.
-// outbox.ListFailed returns the oldest failures first, so it finds a window [now-w, ...) that
-// holds at least n and at most a few times n failures (counting with countFailed, an index
-// range count on (status, failed_at)), lists that window and keeps its newest n. total is the
-// table's FAILED count from Stats.
+// outbox.ListFailed returns the oldest failures first, so this looks for a window
+// [now-w, ...) that holds between n and limit failures and keeps that window's newest n. Each
+// probe is one ListFailed of at most limit+1 rows: an index range on (status, failed_at) whose
+// cost is bounded by limit, however many rows failed. Doubling w from a minute finds the scale
+// (at most ~26 probes back to a century), bisecting narrows a window that holds too many. total
+// is the table's FAILED count from Stats.
 func newestFailed(ctx context.Context, db outbox.DBTX, n int, total int64, now time.Time) ([]outbox.FailedMessage, error) {
-	limit := max(4*n, 100) // the most rows one listing loads
-	var since time.Time
-	if total > int64(limit) {
-		count := func(w time.Duration) (int64, error) {
-			return countFailed(ctx, db, outbox.Filter{FailedSince: now.Add(-w)})
-		}
-		lo, hi := time.Duration(0), time.Minute // count(lo) < n is the invariant
-		for {
-			c, err := count(hi)
-			if err != nil {
-				return nil, err
-			}
-			if c >= int64(n) || hi > 100*365*24*time.Hour {
-				if c <= int64(limit) {
-					lo = hi // hi is already a good window
-				}
-				break
-			}
-			lo, hi = hi, 2*hi
-		}
-		// Bisect while the window holds too many; failures sharing one failed_at may keep it
-		// above limit, and then the listing below shows the oldest of that newest cluster.
-		for i := 0; i < 40 && lo != hi; i++ {
-			mid := lo + (hi-lo)/2
-			c, err := count(mid)
-			if err != nil {
-				return nil, err
-			}
-			switch {
-			case c < int64(n):
-				lo = mid
-			case c > int64(limit):
-				hi = mid
-			default:
-				lo, hi = mid, mid
-			}
-		}
-		since = now.Add(-hi)
+	limit := max(4*n, 100)
+	list := func(since time.Time) ([]outbox.FailedMessage, error) {
+		return outbox.ListFailed(ctx, db, outbox.Filter{FailedSince: since}, limit+1)
 	}
-	list, err := outbox.ListFailed(ctx, db, outbox.Filter{FailedSince: since}, limit)
+	// probe lists the window of width w ending now (w = 0: rows failed since now).
+	probe := func(w time.Duration) ([]outbox.FailedMessage, error) { return list(now.Add(-w)) }
+	newest := func(l []outbox.FailedMessage) []outbox.FailedMessage {
+		if len(l) > n {
+			l = l[len(l)-n:]
+		}
+		for i, j := 0, len(l)-1; i < j; i, j = i+1, j-1 {
+			l[i], l[j] = l[j], l[i]
+		}
+		return l
+	}
+	if total <= int64(limit) {
+		all, err := list(time.Time{})
+		return newest(all), err
+	}
+	const century = 100 * 365 * 24 * time.Hour
+	lo, hi := time.Duration(0), time.Minute // the window lo holds fewer than n
+	for {
+		l, err := probe(hi)
+		if err != nil {
+			return nil, err
+		}
+		if len(l) >= n && len(l) <= limit {
+			return newest(l), nil
+		}
+		if len(l) > limit {
+			break
+		}
+		if hi > century { // fewer than n rows have a failed_at at all (rows made FAILED by hand)
+			return newest(l), nil
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > time.Microsecond { // at most ~62 halvings from a century
+		mid := lo + (hi-lo)/2
+		l, err := probe(mid)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(l) < n:
+			lo = mid
+		case len(l) > limit:
+			hi = mid
+		default:
+			return newest(l), nil
+		}
+	}
+	// More than limit rows failed within one microsecond (a bulk update set one failed_at).
+	// Show the fewer-than-n rows newer than that cluster, filled up with rows of the cluster.
+	recent, err := probe(lo)
 	if err != nil {
 		return nil, err
 	}
-	if len(list) > n {
-		list = list[len(list)-n:]
+	cluster, err := probe(hi) // its oldest limit+1 rows: all inside the cluster
+	if err != nil {
+		return nil, err
 	}
-	for i, j := 0, len(list)-1; i < j; i, j = i+1, j-1 {
-		list[i], list[j] = list[j], list[i]
+	seen := make(map[outbox.MessageID]bool, len(recent))
+	for _, m := range recent {
+		seen[m.ID] = true
 	}
-	return list, nil
+	var merged []outbox.FailedMessage
+	for _, m := range cluster {
+		if !seen[m.ID] {
+			merged = append(merged, m)
+		}
+	}
+	return newest(append(merged, recent...)), nil
 }
 
 // ---- retry ----

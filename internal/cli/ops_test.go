@@ -341,6 +341,23 @@ func TestNewestFailedFindsTheNewest(t *testing.T) {
 			t.Errorf("newestFailed(10) not newest first at %d: %v after %v", i, got[i].FailedAt, got[i-1].FailedAt)
 		}
 	}
+
+	// A cluster of more failures than one listing loads, all with one failed_at (a bulk
+	// update), under two newer ones: the two, then one of the cluster.
+	db2 := testdb.Migrated(t)
+	f2 := fixtures{t: t, db: db2}
+	newer := []outbox.MessageID{f2.failed("b", 5, "newer"), f2.failed("b", 6, "newer")}
+	for i := 0; i < 150; i++ {
+		f2.failed("b", 3600, "cluster")
+	}
+	db2.MustExec(t, "UPDATE outbox_messages SET failed_at = (SELECT MIN(failed_at) FROM (SELECT failed_at FROM outbox_messages) x) WHERE last_error = 'cluster'")
+	got, err = newestFailed(ctx, db2, 3, 152, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].ID != newer[0] || got[1].ID != newer[1] || got[2].LastError != "cluster" {
+		t.Errorf("newestFailed(3) over a cluster: %+v; want %v then one cluster row", got, newer)
+	}
 }
 
 func TestRetry(t *testing.T) {
