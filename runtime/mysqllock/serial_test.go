@@ -17,7 +17,7 @@ import (
 )
 
 // Helper processes: the test binary re-executes itself with these variables set, and
-// TestHelperProcess runs the selected mode instead of a test.
+// TestMain runs the selected mode instead of the tests.
 const (
 	envMode  = "MYSQLLOCK_HELPER"
 	envDSN   = "MYSQLLOCK_HELPER_DSN"
@@ -25,13 +25,16 @@ const (
 	resultOK = "HELPER-RESULT: "
 )
 
-// TestHelperProcess is not a test: it is the entry point of the helper processes that the
-// cross-process tests start.
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(envMode)
-	if mode == "" {
-		t.Skip("entry point of helper processes started by other tests; not a test by itself")
+// TestMain runs the tests, or, in a helper process that a cross-process test started, the
+// helper's mode (a helper is not a test, so it must not show up as a skipped one).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envMode); mode != "" {
+		helperMain(mode)
 	}
+	os.Exit(m.Run())
+}
+
+func helperMain(mode string) {
 	db, err := sql.Open("mysql", os.Getenv(envDSN))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -116,7 +119,7 @@ func runHelpers[R any](t *testing.T, d *testdb.DB, mode string, args []any) []R 
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{cmd: exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")}
+		p := &proc{cmd: exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")}
 		p.cmd.Env = append(os.Environ(), envMode+"="+mode, envDSN+"="+dsn, envArgs+"="+string(b))
 		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 		if err := p.cmd.Start(); err != nil {
