@@ -208,8 +208,6 @@ func okMsg(ms int) spec {
 	return spec{Payload: map[string]any{"mode": "ok", "ms": ms}, Expect: ledger.ExpectSent, MaxAttempts: 100}
 }
 
-var errRollback = errors.New("rolled back on purpose")
-
 // enqueueTx enqueues msgs in one transaction, committed or rolled back, and records each
 // message's fate: Committed when Commit returned nil, Ambiguous when Commit failed (the server
 // may have committed before the connection died), RolledBack when rolled back on purpose,
@@ -516,7 +514,12 @@ func (e *env) settle(timeout time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	var pending, processing int
+	lastLog := time.Now()
 	for {
+		if time.Since(lastLog) > 10*time.Second {
+			e.t.Logf("settling: pending=%d processing=%d", pending, processing)
+			lastLog = time.Now()
+		}
 		err := e.db.QueryRow(`SELECT CAST(COALESCE(SUM(status='PENDING'),0) AS SIGNED), CAST(COALESCE(SUM(status='PROCESSING'),0) AS SIGNED)
 			FROM outbox_messages WHERE event_type = ?`, eventType).Scan(&pending, &processing)
 		if err == nil && pending == 0 && processing == 0 {
@@ -577,6 +580,13 @@ func (e *env) verify(allowDup bool, faults string) (ledger.Result, []ledger.Line
 	e.mu.Unlock()
 	res := ledger.Check(enq, rows, lines, allowDup)
 	ledger.CheckHistory(&res, e.history(), lines, time.Millisecond)
+	// outbox.Stats, what operators read, must agree with the rows after the faults.
+	st, err := outbox.Stats(context.Background(), e.db)
+	if err != nil {
+		e.t.Errorf("Stats: %v", err)
+	} else if st.Processing != 0 || st.Stuck != 0 || st.Stale != 0 || st.Failed != int64(res.Failed) || st.Pending != int64(res.Pending) {
+		res.Problems = append(res.Problems, fmt.Sprintf("outbox.Stats disagrees with the rows: %+v, rows say failed=%d pending=%d processing=0", st, res.Failed, res.Pending))
+	}
 	// Evidence per duplicate beyond the ledger: the worker logs each result write its fence
 	// refused (the row had been reclaimed and belonged to a newer claim), and the suite knows
 	// which processes it killed.

@@ -17,6 +17,16 @@ import (
 	"github.com/outboxgen/outboxgen/reliability/internal/proxy"
 )
 
+// settleTimeout bounds the drain after the faults stop. The soak's longer fault phases leave a
+// backlog of tens of thousands of messages (enqueuers keep full speed while the faults slow
+// the workers), which drains at a few hundred per second on a loaded 2-core machine.
+var settleTimeout = func() time.Duration {
+	if soak {
+		return 10 * time.Minute
+	}
+	return 90 * time.Second
+}()
+
 // mixedOK is the steady load of the fault scenarios: messages that succeed after a short piece
 // of work, so a fault often lands mid-dispatch.
 func mixedOK(r *rand.Rand) spec { return okMsg(5 + r.IntN(60)) }
@@ -56,7 +66,7 @@ func TestKillWorker(t *testing.T) {
 		e.requireAlive(p)
 	}
 	// Killed claims come back after their lease (2s) through the survivors' reclaim.
-	e.settle(90 * time.Second)
+	e.settle(settleTimeout)
 	res, lines, _ := e.check(true, "")
 	inflight := inflightByProc(lines)
 	mid := 0
@@ -116,7 +126,7 @@ func TestRestartServer(t *testing.T) {
 	stop()
 	wg.Wait()
 	e.requireAlive(w1, w2)
-	e.settle(90 * time.Second)
+	e.settle(settleTimeout)
 	// The workers saw the outage: their logs carry the errors they reported and survived.
 	workerErrs := e.countLogLines("level=ERROR") + e.countLogLines("level=WARN")
 	res, _, _ := e.check(true, "")
@@ -176,7 +186,7 @@ func TestKillConnections(t *testing.T) {
 	stop()
 	wg.Wait()
 	e.requireAlive(ws...)
-	e.settle(90 * time.Second)
+	e.settle(settleTimeout)
 	counts := map[string]int64{}
 	hits.Range(func(k, v any) bool { counts[k.(string)] = v.(*atomic.Int64).Load(); return true })
 	res, _, _ := e.check(true, fmt.Sprintf("KILLs by statement %v", counts))
@@ -413,7 +423,7 @@ func runProxy(t *testing.T, e *env, cycles int, longOnly bool) string {
 	stop()
 	wg.Wait()
 	e.requireAlive(w1, w2)
-	e.settle(90 * time.Second)
+	e.settle(settleTimeout)
 	faults := fmt.Sprintf("long pauses (2.5s > 2s lease) %d, short pause+drop %d, connections dropped %d", longPauses, pauses, drops)
 	if longPauses == 0 || (!longOnly && drops == 0) {
 		t.Errorf("faults not injected: %s", faults)
