@@ -57,6 +57,14 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	mod.write(t, "cmd/allhandlers/main.go", allHandlers)
 	mod.write(t, "testdata/wrongpayload/main.go", strings.Replace(rightPayload, "shop.OrderPlaced{OrderID: \"o-1\"}", "shop.Line{Sku: \"x\"}", 1))
 	mod.write(t, "testdata/missinghandler/main.go", strings.Replace(allHandlers, "func (h) HandleOnlyMax", "func (h) handleOnlyMaxMisspelt", 1))
+	// A {go:} key field that is not a string kind (slog.Level is an int) must not compile.
+	intKey, err := Generate("events.yaml", []byte("version: 1\npackage: intkey\nevents:\n  e:\n    fields: {level: {go: log/slog.Level}}\n    idempotency_key: [level]\n"))
+	if err != nil {
+		t.Fatalf("the int-kind key catalog is valid for the generator (the compiler rejects it): %v", err)
+	}
+	for _, p := range sortedKeys(intKey) {
+		mod.write(t, filepath.Join("testdata", "intkey", filepath.Base(p)), string(intKey[p]))
+	}
 	t.Logf("%d generated packages in %s", pkgs, mod.dir)
 
 	if out, err := mod.run(goBin, "build", "./..."); err != nil {
@@ -91,6 +99,15 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 		}
 		if !strings.Contains(string(out), "cannot use shop.Line{…} (value of struct type shop.Line) as shop.OrderPlaced value") {
 			t.Fatalf("the build failed, but not with the expected type error:\n%s", out)
+		}
+	})
+	t.Run("non_string_go_key_does_not_compile", func(t *testing.T) {
+		out, err := mod.run(goBin, "build", "./testdata/intkey")
+		if err == nil {
+			t.Fatal("an idempotency key field of {go: log/slog.Level} (an int kind) compiled; it must be a type error")
+		}
+		if !strings.Contains(string(out), "T (type slog.Level) does not satisfy ~string") {
+			t.Fatalf("the build failed, but not with the expected constraint error:\n%s", out)
 		}
 	})
 	t.Run("missing_handler_does_not_compile", func(t *testing.T) {

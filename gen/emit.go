@@ -23,11 +23,12 @@ const maxKeyLen = 191
 // emitter carries what the file needs besides the declarations: helper functions that are
 // emitted once at the end, in first-use order.
 type emitter struct {
-	f          *jen.File
-	utcHelpers []*goType
-	utcSeen    map[string]bool
-	needKey    bool
-	needSend   bool
+	f           *jen.File
+	utcHelpers  []*goType
+	utcSeen     map[string]bool
+	needKey     bool
+	needKeyText bool
+	needSend    bool
 }
 
 func emitFile(m *file) ([]byte, error) {
@@ -341,6 +342,9 @@ func (g *emitter) genIdempotencyKey(e *event) {
 	names := make([]string, len(e.key))
 	args := []jen.Code{jen.Lit(e.wire)}
 	for i, k := range e.key {
+		if k.t.kind == kGo {
+			g.needKeyText = true
+		}
 		names[i] = k.wire
 		args = append(args, keyValue(jen.Id("e").Dot(k.goName), k.t))
 	}
@@ -355,8 +359,10 @@ func (g *emitter) genIdempotencyKey(e *event) {
 // keyValue renders a key field as text. Times are UTC RFC 3339 with nanoseconds, like the wire.
 func keyValue(x *jen.Statement, t *goType) jen.Code {
 	switch t.kind {
-	case kNamed, kGo: // an enum, or a {go:} type of string kind (the conversion checks that)
+	case kNamed: // an enum
 		return jen.String().Parens(x)
+	case kGo: // keyText's ~string constraint makes any other kind a compile error
+		return jen.Id("keyText").Call(x)
 	}
 	switch t.builtin {
 	case "bool":
@@ -382,7 +388,11 @@ func keyValue(x *jen.Statement, t *goType) jen.Code {
 func (g *emitter) genValidate(recv, typeName, prefix string, fs []*field, nonEmpty []*field) {
 	var body []jen.Code
 	for _, fl := range nonEmpty {
-		body = append(body, jen.If(jen.Id(recv).Dot(fl.goName).Op("==").Lit("")).Block(
+		x := jen.Id(recv).Dot(fl.goName)
+		if fl.t.kind == kGo {
+			x = jen.Id("keyText").Call(x)
+		}
+		body = append(body, jen.If(x.Op("==").Lit("")).Block(
 			jen.Id("errs").Op("=").Append(jen.Id("errs"), jen.Qual("errors", "New").Call(jen.Lit(prefix+fl.wire+" is empty; it is part of the idempotency key"))),
 		))
 	}
@@ -711,6 +721,13 @@ func (g *emitter) genHelpers() {
 			jen.If(jen.Len(jen.Id("key")).Op("<=").Lit(maxKeyLen)).Block(jen.Return(jen.Id("key"))),
 			jen.Id("sum").Op(":=").Qual("crypto/sha256", "Sum256").Call(jen.Index().Byte().Parens(jen.Id("key"))),
 			jen.Return(jen.Lit("sha256:").Op("+").Qual("encoding/hex", "EncodeToString").Call(jen.Id("sum").Index(jen.Empty(), jen.Empty()))),
+		)
+		g.f.Line()
+	}
+	if g.needKeyText {
+		g.comment("keyText is the text of a {go:} key field. Its ~string constraint turns a key field of any other kind into a compile error (string(x) of an integer would compile and yield one rune).")
+		g.f.Func().Id("keyText").Types(jen.Id("T").Op("~").String()).Params(jen.Id("v").Id("T")).String().Block(
+			jen.Return(jen.String().Parens(jen.Id("v"))),
 		)
 		g.f.Line()
 	}
