@@ -24,8 +24,11 @@ import (
 
 // Config tunes a Worker. The zero value is usable: every zero field takes its default.
 type Config struct {
-	// BatchSize is the most rows one claim takes. A claim never takes more rows than there are
-	// free dispatch slots either, so a row starts its handler right after its claimed_at.
+	// BatchSize is the most rows one claim takes. A claim takes no more rows than there are
+	// free dispatch slots, plus, when recent handlers were fast, the rows those slots are
+	// expected to start within 50ms (prefetch): so a row starts its handler soon after its
+	// claimed_at, and fast handlers still get claims of up to BatchSize rows. A prefetched row
+	// that could not start in time to finish within its lease is given back unhandled.
 	// Defaults to 100.
 	BatchSize int
 	// Concurrency is the number of handlers running at once (dispatch slots). Defaults to 16.
@@ -73,6 +76,13 @@ const (
 	flushLinger = 20 * time.Millisecond
 	// slotGather is how long a claim under backlog waits for more free slots once half are free.
 	slotGather = 2 * time.Millisecond
+	// prefetchHorizon bounds how long a claimed row should wait for a dispatch slot: a claim
+	// may take the rows the slots are expected to start within it, judged by recent handler
+	// durations. A claim costs about the same for 1 row as for 100, so with fast handlers this
+	// is what makes claims large; with slow handlers it is 0 and claims follow free slots.
+	prefetchHorizon = 50 * time.Millisecond
+	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
+	handlerEWMAWeight = 0.2
 	// shutdownGrace is how long Run waits for handlers after cancelling their contexts.
 	shutdownGrace = 250 * time.Millisecond
 	// writeTimeout bounds one result-write transaction.
@@ -167,7 +177,9 @@ type Worker struct {
 	running atomic.Bool
 
 	mu       sync.Mutex
-	free     int                     // free dispatch slots
+	free     int                     // free dispatch slots: Concurrency - claimed rows not yet finished (negative while rows are prefetched)
+	avgTook  float64                 // running average of handler durations in ns; 0 until one finishes
+	sem      chan struct{}           // dispatch slots of this Run: a handler runs while it holds one
 	inflight map[MessageID]*inflight // handlers running now
 	freed    chan struct{}           // signalled when slots or backlog room free up
 	sink     *resultSink             // results waiting for the flusher; nil outside Run
@@ -265,6 +277,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.gen++
 	w.free = w.cfg.Concurrency
+	w.sem = make(chan struct{}, w.cfg.Concurrency)
 	w.sink = sink
 	w.sinkCap = 4 * max(w.cfg.BatchSize, w.cfg.Concurrency)
 	w.hctx = hctx
@@ -356,11 +369,6 @@ func (w *Worker) claimLoop(ctx context.Context) {
 // claims stay large (a claim costs about the same for 1 row as for 16) instead of splitting
 // into small cohorts that each pay a transaction. It returns 0 when ctx is done.
 func (w *Worker) reserve(ctx context.Context, backlog bool) int {
-	full := min(w.cfg.BatchSize, w.cfg.Concurrency)
-	want := 1
-	if backlog {
-		want = max(1, full/2)
-	}
 	var gather *time.Timer
 	gathered := false
 	defer func() {
@@ -370,7 +378,13 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	}()
 	for {
 		w.mu.Lock()
-		n := min(w.free, w.cfg.BatchSize, max(0, w.sinkCap-w.sink.len()))
+		prefetch := w.prefetchLocked()
+		full := min(w.cfg.BatchSize, w.cfg.Concurrency+prefetch)
+		want := 1
+		if backlog {
+			want = max(1, full/2)
+		}
+		n := min(w.free+prefetch, w.cfg.BatchSize, max(0, w.sinkCap-w.sink.len()))
 		if n >= full || (n >= want && (!backlog || gathered)) {
 			w.free -= n
 			w.mu.Unlock()
@@ -394,6 +408,17 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	}
 }
 
+// prefetchLocked is how many rows beyond the free slots a claim may take: as many as the
+// slots are expected to start within prefetchHorizon, from the running average of handler
+// durations. 0 until a handler has finished. w.mu is held.
+func (w *Worker) prefetchLocked() int {
+	if w.avgTook <= 0 {
+		return 0
+	}
+	n := float64(w.cfg.Concurrency) * float64(prefetchHorizon) / w.avgTook
+	return int(min(n, float64(w.cfg.BatchSize)))
+}
+
 func (w *Worker) release(n int) {
 	if n <= 0 {
 		return
@@ -414,6 +439,7 @@ type claimed struct {
 	maxAttempts int
 	enqueuedAt  time.Time
 	token       string
+	claimStart  time.Time // local time before the claim began: the lease started after it
 }
 
 // claimAndDispatch claims up to n rows (n slots are reserved) and starts their handlers.
@@ -487,6 +513,7 @@ func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
 		out[i] = claimed{
 			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
 			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, token: token,
+			claimStart: start,
 		}
 	}
 	d := time.Since(start)
@@ -504,20 +531,27 @@ func newToken() string {
 }
 
 // startDispatch is step 2 for one row: its handler runs in its own goroutine, outside every
-// transaction, holding the slot that reserve took for it.
+// transaction, once it holds a dispatch slot (at once, unless the row was prefetched).
 func (w *Worker) startDispatch(m claimed) {
 	w.mu.Lock()
-	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
-	hctx, sink, gen := w.hctx, w.sink, w.gen
+	hctx, sink, gen, sem := w.hctx, w.sink, w.gen, w.sem
 	w.mu.Unlock()
 	w.dispatch.Add(1)
 	go func() {
 		defer w.dispatch.Done()
-		res := w.handle(hctx, m)
+		res, ran := w.acquireAndHandle(hctx, sem, m)
 		w.mu.Lock()
 		delete(w.inflight, m.id)
 		if w.gen == gen {
 			w.free++
+			if ran {
+				took := float64(time.Since(res.started))
+				if w.avgTook == 0 {
+					w.avgTook = took
+				} else {
+					w.avgTook += handlerEWMAWeight * (took - w.avgTook)
+				}
+			}
 		}
 		w.mu.Unlock()
 		if !sink.put(res) {
@@ -530,6 +564,39 @@ func (w *Worker) startDispatch(m claimed) {
 	}()
 }
 
+// acquireAndHandle waits for a dispatch slot and runs the handler. A prefetched row that
+// waited so long that its handler could outlive the lease (and be reclaimed and run twice) is
+// given back unhandled instead: PENDING again, due at once. ran says whether the handler ran.
+func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m claimed) (res result, ran bool) {
+	select {
+	case sem <- struct{}{}:
+	default:
+		select {
+		case sem <- struct{}{}:
+		case <-hctx.Done():
+			return w.giveBack(m, "the worker shut down before a dispatch slot was free"), false
+		}
+		rt, _ := w.router.lookup(m.eventType)
+		if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
+			<-sem
+			return w.giveBack(m, fmt.Sprintf("waited %s for a dispatch slot; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false
+		}
+	}
+	defer func() { <-sem }()
+	w.mu.Lock()
+	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
+	w.mu.Unlock()
+	return w.handle(hctx, m), true
+}
+
+// giveBack is the result for a claimed row whose handler was never called.
+func (w *Worker) giveBack(m claimed, why string) result {
+	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back unhandled",
+		slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("reason", why))
+	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried,
+		lastError: "not handled: " + why, started: time.Now()}
+}
+
 // result is one handler outcome waiting to be written.
 type result struct {
 	id        MessageID
@@ -538,6 +605,7 @@ type result struct {
 	outcome   Outcome
 	delay     time.Duration // retried: until the next attempt
 	lastError string        // retried and failed
+	started   time.Time     // when the handler was called
 }
 
 // handle runs the handler with its timeout, recovers a panic, and decides the outcome.
@@ -571,7 +639,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	hung.Stop()
 	took := time.Since(start)
 
-	res := result{id: m.id, eventType: m.eventType, token: m.token}
+	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start}
 	switch {
 	case err == nil:
 		// Also after the deadline: the work is done; the fence decides whether the write lands.

@@ -774,12 +774,91 @@ func TestClaimNeverExceedsFreeSlots(t *testing.T) {
 	if n := countRows(t, db, "status='PROCESSING'"); n != 2 {
 		t.Fatalf("%d rows PROCESSING with 2 dispatch slots busy, want 2: a claim must not take more rows than free slots", n)
 	}
+	obs.mu.Lock()
+	busyClaim := obs.maxClaim
+	obs.mu.Unlock()
+	if busyClaim > 2 {
+		t.Fatalf("largest claim %d before any handler finished, want <= 2 (no handler duration known: no prefetch)", busyClaim)
+	}
 	close(release)
 	waitFor(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 10 })
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if obs.maxClaim > 2 || peak.Load() > 2 || obs.handled[OutcomeSent] != 10 {
-		t.Fatalf("largest claim %d, peak concurrency %d, sent %d; want <= 2, <= 2, 10", obs.maxClaim, peak.Load(), obs.handled[OutcomeSent])
+	if peak.Load() > 2 || obs.handled[OutcomeSent] != 10 {
+		t.Fatalf("peak concurrency %d, sent %d; want <= 2, 10", peak.Load(), obs.handled[OutcomeSent])
+	}
+}
+
+// Fast handlers let a claim take more rows than free slots (prefetch), so claims stay large,
+// while handler concurrency still never exceeds Concurrency and each message runs once.
+func TestPrefetchWithFastHandlers(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	obs := &claimObserver{}
+	c := newCalls()
+	var running, peak atomic.Int64
+	r := NewRouter()
+	r.Handle("prefetch", Policy{}, func(_ context.Context, p json.RawMessage, d Delivery) error {
+		peak.Store(max(peak.Load(), running.Add(1)))
+		defer running.Add(-1)
+		c.add(d, p)
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2, BatchSize: 50, Observer: obs})
+	ids := enqueueN(t, db.DB, "prefetch", 400)
+	start(t, w)
+	waitFor(t, 20*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 400 })
+	for _, id := range ids {
+		if n := c.of(id); n != 1 {
+			t.Fatalf("message %d handled %d times, want 1", id, n)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if peak.Load() > 2 {
+		t.Fatalf("peak handler concurrency %d, want <= Concurrency 2", peak.Load())
+	}
+	if obs.maxClaim <= 2 {
+		t.Fatalf("largest claim %d with 400 due rows and no-op handlers, want > 2 (prefetch)", obs.maxClaim)
+	}
+}
+
+// A prefetched row that waited so long for a slot that its handler could outlive the lease is
+// given back unhandled (PENDING, due now) rather than run where a reclaim could run it twice.
+func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	c := newCalls()
+	var slow atomic.Bool
+	r := NewRouter()
+	r.Handle("giveback", Policy{Timeout: 300 * time.Millisecond}, func(_ context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		if slow.CompareAndSwap(true, false) {
+			time.Sleep(900 * time.Millisecond) // ignores its context: keeps the only slot
+		}
+		return nil
+	})
+	in := &incidents{}
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, BatchSize: 20, StaleAfter: time.Second, Reporter: in})
+	start(t, w)
+	// Teach the worker that handlers are fast, so the next claim prefetches.
+	warm := enqueueN(t, db.DB, "giveback", 30)
+	waitFor(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
+	slow.Store(true)
+	ids := enqueueN(t, db.DB, "giveback", 6)
+	w.Wake()
+	waitFor(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
+	gaveBack := 0
+	for _, id := range ids {
+		if n := c.of(id); n != 1 {
+			t.Fatalf("message %d handled %d times, want exactly 1", id, n)
+		}
+		if row := getRow(t, db, id); row.Attempts == 2 && strings.Contains(row.LastError.String, "not handled") {
+			gaveBack++
+		}
+	}
+	if gaveBack == 0 {
+		t.Fatalf("no prefetched row was given back while the only slot was held 900ms past a 1s lease")
 	}
 }
 
