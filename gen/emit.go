@@ -308,7 +308,11 @@ func (g *emitter) genPayload(e *event) {
 	g.f.Type().Id(e.goName).Struct(structFields(e.fields)...)
 	g.f.Line()
 
-	g.commentf("EventType returns %q, the wire name stored with the message. It never changes with Go names.", e.wire)
+	if e.direct {
+		g.commentf("EventType returns %q, the wire name handlers see in Delivery.EventType. It never changes with Go names.", e.wire)
+	} else {
+		g.commentf("EventType returns %q, the wire name stored with the message. It never changes with Go names.", e.wire)
+	}
 	g.f.Func().Params(jen.Id(e.goName)).Id("EventType").Params().String().Block(jen.Return(jen.Lit(e.wire)))
 	g.f.Line()
 

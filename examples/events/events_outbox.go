@@ -227,8 +227,8 @@ type OpsDBWriteFailed struct {
 	Detail    string `json:"detail"`
 }
 
-// EventType returns "ops_db_write_failed", the wire name stored with the message. It
-// never changes with Go names.
+// EventType returns "ops_db_write_failed", the wire name handlers see in
+// Delivery.EventType. It never changes with Go names.
 func (OpsDBWriteFailed) EventType() string {
 	return "ops_db_write_failed"
 }
