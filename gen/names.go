@@ -41,6 +41,9 @@ func goName(s string) string {
 // hint returns " (did you mean %q?)" for the candidate closest to s, when one is close enough
 // to be a likely typo, else "". Ties go to the earlier candidate in sorted order.
 func hint(s string, candidates []string, prefix string) string {
+	if len(s) > 64 {
+		return "" // no name is that long; skip the quadratic distance on hostile input
+	}
 	best, bestD := "", -1
 	sorted := append([]string(nil), candidates...)
 	sort.Strings(sorted)
