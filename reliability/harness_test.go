@@ -666,6 +666,15 @@ func inflightByProc(lines []ledger.Line) map[string]int {
 	return out
 }
 
+// openCalls counts the calls in proc's ledger that have begun and not finished.
+func (e *env) openCalls(proc string) int {
+	ls, _, err := ledger.ReadFile(filepath.Join(e.dir, proc+".jsonl"))
+	if err != nil {
+		return 0 // not written yet
+	}
+	return inflightByProc(ls)[proc]
+}
+
 // maxMem returns the largest heap-in-use and RSS samples per role prefix.
 func maxMem(lines []ledger.Line) (heap, rss uint64) {
 	for _, l := range lines {

@@ -55,6 +55,10 @@ func TestKillWorker(t *testing.T) {
 		time.Sleep(time.Duration(250+rnd.IntN(250)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
 		e.requireAlive(live[role])
+		// Aim mid-dispatch: wait (up to 3s; a fresh incarnation needs a moment) until the victim's ledger shows a call in flight.
+		for wait := time.Now(); time.Since(wait) < 3*time.Second && e.openCalls(live[role].name) == 0; {
+			time.Sleep(5 * time.Millisecond)
+		}
 		e.kill9(live[role])
 		killed = append(killed, live[role].name)
 		live[role] = e.startWorker(role, workerOpts{flags: flags})

@@ -92,23 +92,34 @@ func ReadDir(dir string) (lines []Line, torn int, err error) {
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		ls, t, err := ReadFile(f)
 		if err != nil {
 			return nil, 0, err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var l Line
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				torn++
-				continue
-			}
-			lines = append(lines, l)
+		lines = append(lines, ls...)
+		torn += t
+	}
+	return lines, torn, nil
+}
+
+// ReadFile reads one process's ledger file, like ReadDir.
+func ReadFile(path string) (lines []Line, torn int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			torn++
+			continue
 		}
-		if err := sc.Err(); err != nil {
-			return nil, 0, fmt.Errorf("ledger: %s: %w", f, err)
-		}
+		lines = append(lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("ledger: %s: %w", path, err)
 	}
 	return lines, torn, nil
 }
