@@ -401,9 +401,15 @@ func runProxy(t *testing.T, e *env, cycles int, longOnly bool) string {
 
 	rnd := rand.New(rand.NewPCG(5, uint64(time.Now().UnixNano())))
 	var pauses, longPauses, drops int
+	// Every kind of fault at least cycles/3 times, in random order.
+	actions := make([]int, cycles)
+	for i := range actions {
+		actions[i] = i % 3
+	}
+	rnd.Shuffle(len(actions), func(i, j int) { actions[i], actions[j] = actions[j], actions[i] })
 	for i := 0; i < cycles; i++ {
 		time.Sleep(time.Duration(300+rnd.IntN(500)) * time.Millisecond)
-		action := rnd.IntN(3)
+		action := actions[i]
 		if longOnly {
 			action = 0
 		}
