@@ -144,3 +144,34 @@ func insertBiz(ctx context.Context, tx *sql.Tx, seq int64) error {
 	}
 	return nil
 }
+
+// statusCounters are server counters that explain a drain independently of machine load:
+// statements (round trips), commits, prepares, row-lock waits and rows read, per message.
+var statusCounters = []string{"Questions", "Com_commit", "Com_stmt_prepare", "Innodb_row_lock_waits", "Innodb_row_lock_time", "Handler_read_next", "Handler_update"}
+
+// status reads statusCounters (global: meaningful on a server this run has to itself).
+func status(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, n := range statusCounters {
+		var name string
+		var v int64
+		if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE '"+n+"'").Scan(&name, &v); err != nil {
+			return nil, fmt.Errorf("SHOW GLOBAL STATUS LIKE %q: %w", n, err)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// perMessage formats the counter deltas per message, for the log.
+func perMessage(before, after map[string]int64, n int) string {
+	var parts []string
+	for _, c := range statusCounters {
+		unit := ""
+		if c == "Innodb_row_lock_time" {
+			unit = " ms"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.3f%s", c, float64(after[c]-before[c])/float64(n), unit))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -194,6 +194,9 @@ func (b *bench) record(r result, err error, took time.Duration) {
 	}
 	fmt.Fprintf(b.log, "[%s r%d] %-40s %-10s %s (loss %d, dup %d) in %.1fs\n",
 		r.Mode, r.Round, r.Workload, r.System, status, r.Loss, r.Dup, took.Seconds())
+	if r.Note != "" {
+		fmt.Fprintf(b.log, "  %s\n", r.Note)
+	}
 }
 
 func (b *bench) run(ctx context.Context) {

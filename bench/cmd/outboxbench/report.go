@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -109,8 +110,11 @@ func (b *bench) report(settings [][2]string, took time.Duration) string {
 	w("- server: %s\n", strings.Join(sv, ", "))
 	w("- rounds: %d (median shown), sizes: tx runs %s; drain %d and %d (5 ms); latency %d tx/s for %s; memory %d and %d\n",
 		b.o.rounds, b.o.sz.TxDuration, b.o.sz.DrainN, b.o.sz.SlowN, b.o.sz.LatencyRate, b.o.sz.LatencyDur, b.o.sz.MemSmall, b.o.sz.MemLarge)
+	if rev := os.Getenv("OUTBOXBENCH_REV"); rev != "" {
+		w("- outboxgen commit: %s\n", rev)
+	}
 	w("- outboxgen worker: BatchSize %s, Concurrency %s, PollInterval 1s (defaults unless set)\n", orDefault(oursBatch), orDefault(oursConcurrency))
-	w("- wall time: %s\n\n", took.Round(time.Second))
+	w("- wall time: %s; load average at the end (1/5/15 min, all processes on the machine): %s\n\n", took.Round(time.Second), loadAvg())
 	for _, mode := range b.o.modes {
 		w("### driver: %s (interpolateParams=%v)\n\n", mode.Name, mode.Interpolate)
 		w("| workload | unit | L0 | outboxgen | watermill-sql | outboxgen / L0 | outboxgen / watermill | loss / dup |\n")
@@ -207,4 +211,17 @@ func orDefault(n int) string {
 		return "default"
 	}
 	return fmt.Sprint(n)
+}
+
+// loadAvg is /proc/loadavg's first three fields: how busy the shared machine was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -53,6 +53,7 @@ type result struct {
 	Loss     int64
 	Dup      int64
 	Err      string // the run failed: the value is not a measurement
+	Note     string // logged with the result
 }
 
 // runEnv is what a workload needs to run once.
@@ -231,6 +232,10 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 			return err
 		}
 		tr := newTracker(n)
+		before, err := status(ctx, db)
+		if err != nil {
+			return err
+		}
 		var stops []func() error
 		var pools []*sql.DB
 		defer func() {
@@ -261,6 +266,12 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 			return errors.Join(drainErr, fmt.Errorf("stop consumer: %w", stopErr))
 		}
 		res.Loss, res.Dup = tr.losses(), tr.dups()
+		after, err := status(ctx, db)
+		if err != nil {
+			return errors.Join(drainErr, err)
+		}
+		// Includes the status queries themselves and anything else on the server (use a private one).
+		res.Note = "server per message: " + perMessage(before, after, n)
 		// Up to the last first delivery: the wait loop's polling is not the system's time.
 		res.Value = float64(tr.distinct.Load()) / (float64(tr.lastAt()-start.UnixNano()) / 1e9)
 		return drainErr
