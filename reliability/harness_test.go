@@ -579,7 +579,9 @@ func (e *env) verify(allowDup bool, faults string) (ledger.Result, []ledger.Line
 	killed := e.killed
 	e.mu.Unlock()
 	res := ledger.Check(enq, rows, lines, allowDup)
+	ledgerProblems := len(res.Problems)
 	ledger.CheckHistory(&res, e.history(), lines, time.Millisecond)
+	historyProblems := len(res.Problems) - ledgerProblems
 	// outbox.Stats, what operators read, must agree with the rows after the faults.
 	st, err := outbox.Stats(context.Background(), e.db)
 	if err != nil {
@@ -602,8 +604,8 @@ func (e *env) verify(allowDup bool, faults string) (ledger.Result, []ledger.Line
 			other++
 		}
 	}
-	summary := fmt.Sprintf("%s: %s enqueue_errors=%d fence_refusals_logged=%d; duplicates by cause: process killed %d, write refused by the fence %d, write failed %d | faults: %s",
-		e.name, res, e.enqErrors.Load(), len(refused), byKill, byFence, other, faults)
+	summary := fmt.Sprintf("%s: %s (ledger %d, history %d) enqueue_errors=%d fence_refusals_logged=%d; duplicates by cause: process killed %d, write refused by the fence %d, write failed %d | faults: %s",
+		e.name, res, ledgerProblems, historyProblems, e.enqErrors.Load(), len(refused), byKill, byFence, other, faults)
 	e.t.Log(summary)
 	report(summary)
 	return res, lines, rows
