@@ -264,6 +264,9 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 			}
 			b.record(r, err, took)
 		}
+		if lr.Note != "" {
+			fmt.Fprintf(b.log, "  %s\n", lr.Note)
+		}
 		if lr.Lagged > 0 {
 			fmt.Fprintf(b.log, "  note: the producer started %d transactions more than 10 ms late\n", lr.Lagged)
 		}

@@ -285,6 +285,7 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 type latencyResult struct {
 	P50, P95, P99, TxP99 float64 // milliseconds
 	Loss, Dup            int64
+	Note                 string
 	Lagged               int // transactions that started more than 10 ms late (producer could not keep the rate)
 }
 
@@ -314,6 +315,10 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 				return err
 			}
 			stop = s
+		}
+		before, err := status(ctx, db)
+		if err != nil {
+			return errors.Join(err, stop())
 		}
 		commitAt := make([]int64, n)
 		txDur := make([]time.Duration, n)
@@ -362,6 +367,11 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 			return fmt.Errorf("stop consumer: %w", stopErr)
 		}
 		out.Loss, out.Dup, out.Lagged = tr.losses(), tr.dups(), lagged
+		after, err := status(ctx, db)
+		if err != nil {
+			return errors.Join(drainErr, err)
+		}
+		out.Note = "server per message: " + perMessage(before, after, n)
 		lat := make([]float64, 0, n)
 		for i := 0; i < n; i++ {
 			if tr.firstAt[i].Load() == 0 {
