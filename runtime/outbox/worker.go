@@ -817,23 +817,42 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 	}
 }
 
-// writeResults records a batch with fenced writes in one transaction, retrying the
-// transaction a few times on error. Refused writes (the row was reclaimed and is no longer
-// this claim's) are logged and counted; they change nothing.
+// writeResults records a batch with fenced writes in one transaction. A failed write is
+// retried (the fence makes a repeat harmless) with backoff for up to half the lease, so a
+// database hiccup of seconds does not turn delivered messages into redeliveries after their
+// lease; meanwhile the full result sink stops new claims. Once Run is shutting down it gives
+// up after a few quick tries, so Run can return. Refused writes (the row was reclaimed and is
+// no longer this claim's) are logged and counted; they change nothing.
 func (w *Worker) writeResults(ctx context.Context, batch []result) (written, refused int) {
+	return w.writeResultsUntil(ctx, batch, time.Now().Add(w.cfg.StaleAfter/2), func() bool {
+		w.mu.Lock()
+		sink := w.sink
+		w.mu.Unlock()
+		return sink == nil || sink.isClosed()
+	})
+}
+
+func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline time.Time, shuttingDown func() bool) (written, refused int) {
 	var err error
-	for attempt, pause := 0, 50*time.Millisecond; attempt < 4; attempt, pause = attempt+1, pause*4 {
-		if attempt > 0 {
-			time.Sleep(pause)
-		}
+	pause := 50 * time.Millisecond
+	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		written, refused, err = w.writeResultsTx(wctx, batch)
 		cancel()
 		if err == nil {
+			if try > 1 {
+				w.log.LogAttrs(ctx, slog.LevelInfo, "outbox result write succeeded after retries",
+					slog.Int("results", len(batch)), slog.Int("try", try))
+			}
 			return written, refused
 		}
+		if time.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
+			break
+		}
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",
-			slog.Int("results", len(batch)), slog.Int("try", attempt+1), slog.String("error", err.Error()))
+			slog.Int("results", len(batch)), slog.Int("try", try), slog.Duration("retry_in", pause), slog.String("error", err.Error()))
+		time.Sleep(pause)
+		pause = min(pause*2, 2*time.Second)
 	}
 	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
 	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",

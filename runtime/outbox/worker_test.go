@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -962,4 +963,37 @@ func TestResultRecordedWithin100ms(t *testing.T) {
 		t.Errorf("median handler-return-to-sent_at %v, want <= 100ms (all: %v)", median, lags)
 	}
 	t.Logf("handler return -> sent_at: %v", lags)
+}
+
+// A result write that fails for a few seconds (a database hiccup) is retried until it lands,
+// instead of leaving the row PROCESSING for its lease and delivering it again.
+func TestResultWriteRetriedThroughHiccup(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	inj := faultdriver.New()
+	db, err := inj.OpenDB(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// Six failures in a row: about 3s of backoff, longer than the old four quick tries.
+	rule := inj.Add(faultdriver.Rule{Match: `MessageMarkSent`, Err: errors.New("injected: server went away"), Times: 6})
+	c := newCalls()
+	r := NewRouter()
+	r.Handle("hiccup", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
+		c.add(dl, p)
+		return nil
+	})
+	w := newTestWorker(t, db, r, Config{})
+	ids := enqueueN(t, d.DB, "hiccup", 3)
+	start(t, w)
+	waitFor(t, 20*time.Second, "all SENT", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	if rule.Hits() != 6 {
+		t.Fatalf("the injected failure fired %d times, want 6", rule.Hits())
+	}
+	for _, id := range ids {
+		if n := c.of(id); n != 1 {
+			t.Fatalf("message %d handled %d times, want 1 (the write was retried, not left to the lease)", id, n)
+		}
+	}
 }
