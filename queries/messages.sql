@@ -10,7 +10,11 @@
 --
 -- Every write after a claim is fenced on (id, status='PROCESSING', claim_token): a worker
 -- reclaimed under can never overwrite the new owner's result, and RowsAffected (clientFoundRows
--- off) says whether the write landed.
+-- off) says whether the write landed. The result writes FORCE INDEX (PRIMARY): left to itself
+-- the optimizer may plan them on a status index, and under REPEATABLE READ that takes next-key
+-- locks across every PROCESSING row and the gap where new PENDING rows go, blocking other
+-- workers' writes and the application's enqueues (TestResultWriteLocksOnlyItsOwnRows). By
+-- primary key they lock exactly their own rows.
 
 -- name: ClockNow :one
 -- The connection check scans this into a time.Time: it fails without parseTime=true, and its
@@ -54,7 +58,7 @@ WHERE status = 'PENDING'
 -- name: MessageMarkSent :execrows
 -- Fenced, for a whole claim's successes at once. claim_token stays on the row: it records which
 -- claim delivered the message.
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status  = 'SENT',
     sent_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
@@ -63,7 +67,7 @@ WHERE status = 'PROCESSING'
 
 -- name: MessageMarkRetry :execrows
 -- Fenced: back to PENDING after a backoff computed in Go (full jitter) and applied in SQL.
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status          = 'PENDING',
     next_attempt_at = TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
     last_error      = sqlc.arg(last_error)
@@ -73,7 +77,7 @@ WHERE id = sqlc.arg(id)
 
 -- name: MessageMarkFailed :execrows
 -- Fenced: permanent error, attempts exhausted or undecodable payload.
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status     = 'FAILED',
     failed_at  = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
     last_error = sqlc.arg(last_error)

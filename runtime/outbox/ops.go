@@ -224,11 +224,12 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 		}
 		var n int64
 		var err error
-		if f.Status == StatusSent {
-			n, err = q.MessagePurgeSent(ctx, db, store.MessagePurgeSentParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
-		} else {
-			n, err = q.MessagePurgeFailed(ctx, db, store.MessagePurgeFailedParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
-		}
+		n, err = execReadCommitted(ctx, db, func(tx *sql.Tx) (int64, error) {
+			if f.Status == StatusSent {
+				return q.MessagePurgeSent(ctx, tx, store.MessagePurgeSentParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+			}
+			return q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+		})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
@@ -258,4 +259,26 @@ func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err e
 		return false, fmt.Errorf("outbox: Once(%q, %q): %w", consumer, key, err)
 	}
 	return n == 1, nil
+}
+
+// execReadCommitted runs one range write (reclaim, purge) in its own READ COMMITTED
+// transaction. In autocommit it would run at the session's REPEATABLE READ, whose next-key locks
+// on the scanned index range also cover the gap where the application's new PENDING rows go, so
+// every enqueue would wait for it (MYSQL-NOTES.md: the same reason the claim runs READ COMMITTED).
+func execReadCommitted(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (int64, error)) (n int64, err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	n, err = fn(tx)
+	if err != nil {
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+		}
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
 }

@@ -980,7 +980,9 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
 	var total int64
 	for {
-		n, err := q.MessageReclaimStale(ctx, w.db, reclaimBatch)
+		n, err := execReadCommitted(ctx, w.db, func(tx *sql.Tx) (int64, error) {
+			return q.MessageReclaimStale(ctx, tx, reclaimBatch)
+		})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("reclaim: %w", err)

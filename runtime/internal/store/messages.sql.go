@@ -32,7 +32,11 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now
 //
 // Every write after a claim is fenced on (id, status='PROCESSING', claim_token): a worker
 // reclaimed under can never overwrite the new owner's result, and RowsAffected (clientFoundRows
-// off) says whether the write landed.
+// off) says whether the write landed. The result writes FORCE INDEX (PRIMARY): left to itself
+// the optimizer may plan them on a status index, and under REPEATABLE READ that takes next-key
+// locks across every PROCESSING row and the gap where new PENDING rows go, blocking other
+// workers' writes and the application's enqueues (TestResultWriteLocksOnlyItsOwnRows). By
+// primary key they lock exactly their own rows.
 // The connection check scans this into a time.Time: it fails without parseTime=true, and its
 // Location says whether loc=UTC.
 func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
@@ -324,7 +328,7 @@ func (q *Queries) MessageListFailed(ctx context.Context, db DBTX, arg MessageLis
 }
 
 const messageMarkFailed = `-- name: MessageMarkFailed :execrows
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status     = 'FAILED',
     failed_at  = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
     last_error = ?
@@ -349,7 +353,7 @@ func (q *Queries) MessageMarkFailed(ctx context.Context, db DBTX, arg MessageMar
 }
 
 const messageMarkRetry = `-- name: MessageMarkRetry :execrows
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status          = 'PENDING',
     next_attempt_at = TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
     last_error      = ?
@@ -380,7 +384,7 @@ func (q *Queries) MessageMarkRetry(ctx context.Context, db DBTX, arg MessageMark
 }
 
 const messageMarkSent = `-- name: MessageMarkSent :execrows
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status  = 'SENT',
     sent_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
