@@ -143,6 +143,17 @@ WHERE status = 'FAILED'
 ORDER BY failed_at, id
 LIMIT ?;
 
+-- name: MessageListFailedNewest :many
+-- The same selection, most recently failed first (on-call screens show the newest).
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
+  AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
+  AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since))
+ORDER BY failed_at DESC, id DESC
+LIMIT ?;
+
 -- name: MessageCountFailed :one
 SELECT CAST(COUNT(*) AS SIGNED) AS n
 FROM outbox_messages

@@ -331,7 +331,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds()}
 	}
 	if nFailed > 0 && snap.Failed > 0 {
-		failed, err := newestFailed(ctx, db, nFailed, snap.Failed, time.Now())
+		failed, err := newestFailed(ctx, db, nFailed)
 		if err != nil {
 			return c.dbErr("list failed", err)
 		}
@@ -438,87 +438,10 @@ func countFailed(ctx context.Context, db outbox.DBTX, f outbox.Filter) (int64, e
 	return outbox.Retry(ctx, db, f)
 }
 
-// newestFailed returns up to n of the most recently FAILED messages, newest first.
-// outbox.ListFailed returns the oldest failures first, so this looks for a window
-// [now-w, ...) that holds between n and limit failures and keeps that window's newest n. Each
-// probe is one ListFailed of at most limit+1 rows: an index range on (status, failed_at) whose
-// cost is bounded by limit, however many rows failed. Doubling w from a minute finds the scale
-// (at most ~26 probes back to a century), bisecting narrows a window that holds too many. total
-// is the table's FAILED count from Stats.
-func newestFailed(ctx context.Context, db outbox.DBTX, n int, total int64, now time.Time) ([]outbox.FailedMessage, error) {
-	limit := max(4*n, 100)
-	list := func(since time.Time) ([]outbox.FailedMessage, error) {
-		return outbox.ListFailed(ctx, db, outbox.Filter{FailedSince: since}, limit+1)
-	}
-	// probe lists the window of width w ending now (w = 0: rows failed since now).
-	probe := func(w time.Duration) ([]outbox.FailedMessage, error) { return list(now.Add(-w)) }
-	newest := func(l []outbox.FailedMessage) []outbox.FailedMessage {
-		if len(l) > n {
-			l = l[len(l)-n:]
-		}
-		for i, j := 0, len(l)-1; i < j; i, j = i+1, j-1 {
-			l[i], l[j] = l[j], l[i]
-		}
-		return l
-	}
-	if total <= int64(limit) {
-		all, err := list(time.Time{})
-		return newest(all), err
-	}
-	const century = 100 * 365 * 24 * time.Hour
-	lo, hi := time.Duration(0), time.Minute // the window lo holds fewer than n
-	for {
-		l, err := probe(hi)
-		if err != nil {
-			return nil, err
-		}
-		if len(l) >= n && len(l) <= limit {
-			return newest(l), nil
-		}
-		if len(l) > limit {
-			break
-		}
-		if hi > century { // fewer than n rows have a failed_at at all (rows made FAILED by hand)
-			return newest(l), nil
-		}
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > time.Microsecond { // at most ~62 halvings from a century
-		mid := lo + (hi-lo)/2
-		l, err := probe(mid)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case len(l) < n:
-			lo = mid
-		case len(l) > limit:
-			hi = mid
-		default:
-			return newest(l), nil
-		}
-	}
-	// More than limit rows failed within one microsecond (a bulk update set one failed_at).
-	// Show the fewer-than-n rows newer than that cluster, filled up with rows of the cluster.
-	recent, err := probe(lo)
-	if err != nil {
-		return nil, err
-	}
-	cluster, err := probe(hi) // its oldest limit+1 rows: all inside the cluster
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[outbox.MessageID]bool, len(recent))
-	for _, m := range recent {
-		seen[m.ID] = true
-	}
-	var merged []outbox.FailedMessage
-	for _, m := range cluster {
-		if !seen[m.ID] {
-			merged = append(merged, m)
-		}
-	}
-	return newest(append(merged, recent...)), nil
+// newestFailed returns up to n of the most recently FAILED messages, newest first: one
+// ListFailed, an index range on (status, failed_at) read backwards.
+func newestFailed(ctx context.Context, db outbox.DBTX, n int) ([]outbox.FailedMessage, error) {
+	return outbox.ListFailed(ctx, db, outbox.Filter{Newest: true}, n)
 }
 
 // ---- retry ----

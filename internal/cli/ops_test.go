@@ -317,7 +317,7 @@ func TestNewestFailedFindsTheNewest(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, n := range []int{1, 3, 4} {
-		got, err := newestFailed(ctx, db, n, 254, time.Now())
+		got, err := newestFailed(ctx, db, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +329,7 @@ func TestNewestFailedFindsTheNewest(t *testing.T) {
 			t.Errorf("newestFailed(%d) = %v, want %v", n, gotIDs, ids[:n])
 		}
 	}
-	got, err := newestFailed(ctx, db, 10, 254, time.Now())
+	got, err := newestFailed(ctx, db, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestNewestFailedFindsTheNewest(t *testing.T) {
 		f2.failed("b", 3600, "cluster")
 	}
 	db2.MustExec(t, "UPDATE outbox_messages SET failed_at = (SELECT MIN(failed_at) FROM (SELECT failed_at FROM outbox_messages) x) WHERE last_error = 'cluster'")
-	got, err = newestFailed(ctx, db2, 3, 152, time.Now())
+	got, err = newestFailed(ctx, db2, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

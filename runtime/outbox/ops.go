@@ -91,6 +91,9 @@ type Filter struct {
 	FailedSince time.Time
 	// DryRun makes Retry count the rows it would change, and change nothing.
 	DryRun bool
+	// Newest makes ListFailed return the most recently failed rows first (by failed_at, then
+	// id); otherwise the oldest come first.
+	Newest bool
 }
 
 // FailedMessage is one FAILED row, as ListFailed returns it.
@@ -142,10 +145,21 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 	}
 	limit = min(limit, math.MaxInt32)
 	a := f.args()
-	rows, err := q.MessageListFailed(ctx, sdb(db), store.MessageListFailedParams{
+	p := store.MessageListFailedParams{
 		AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
 		AnyTime: a.anyTime, FailedSince: a.since, Limit: int32(limit),
-	})
+	}
+	var rows []store.MessageListFailedRow
+	var err error
+	if f.Newest {
+		var newest []store.MessageListFailedNewestRow
+		newest, err = q.MessageListFailedNewest(ctx, sdb(db), store.MessageListFailedNewestParams(p))
+		for _, r := range newest {
+			rows = append(rows, store.MessageListFailedRow(r))
+		}
+	} else {
+		rows, err = q.MessageListFailed(ctx, sdb(db), p)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbox: ListFailed: %w", err)
 	}

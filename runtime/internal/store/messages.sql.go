@@ -327,6 +327,89 @@ func (q *Queries) MessageListFailed(ctx context.Context, db DBTX, arg MessageLis
 	return items, nil
 }
 
+const messageListFailedNewest = `-- name: MessageListFailedNewest :many
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND (CAST(? AS SIGNED) = 1 OR id IN (/*SLICE:ids*/?))
+  AND (CAST(? AS SIGNED) = 1 OR event_type = ?)
+  AND (CAST(? AS SIGNED) = 1 OR failed_at >= ?)
+ORDER BY failed_at DESC, id DESC
+LIMIT ?
+`
+
+type MessageListFailedNewestParams struct {
+	AllIds      int64
+	Ids         []int64
+	AnyType     int64
+	EventType   string
+	AnyTime     int64
+	FailedSince sql.NullTime
+	Limit       int32
+}
+
+type MessageListFailedNewestRow struct {
+	ID             int64
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey string
+	Attempts       int32
+	MaxAttempts    int32
+	LastError      sql.NullString
+	CreatedAt      time.Time
+	FailedAt       sql.NullTime
+}
+
+// The same selection, most recently failed first (on-call screens show the newest).
+func (q *Queries) MessageListFailedNewest(ctx context.Context, db DBTX, arg MessageListFailedNewestParams) ([]MessageListFailedNewestRow, error) {
+	query := messageListFailedNewest
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.AllIds)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.AnyType)
+	queryParams = append(queryParams, arg.EventType)
+	queryParams = append(queryParams, arg.AnyTime)
+	queryParams = append(queryParams, arg.FailedSince)
+	queryParams = append(queryParams, arg.Limit)
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListFailedNewestRow
+	for rows.Next() {
+		var i MessageListFailedNewestRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Payload,
+			&i.IdempotencyKey,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.FailedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageMarkFailed = `-- name: MessageMarkFailed :execrows
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status     = 'FAILED',
