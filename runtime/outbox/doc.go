@@ -30,8 +30,10 @@
 // # The worker's cycle
 //
 //  1. Claim: one short READ COMMITTED transaction selects due PENDING rows of the router's
-//     event types with FOR UPDATE SKIP LOCKED, in the claim index's order, never more rows than
-//     there are free dispatch slots; marks them PROCESSING with attempts+1, claimed_at, a lease
+//     event types with FOR UPDATE SKIP LOCKED, in the claim index's order, no more rows than
+//     there are free dispatch slots plus, while recent handlers were fast, the rows those slots
+//     will start within 50ms (a prefetched row that waited too long for a slot is given back
+//     unhandled rather than risk outliving its lease); marks them PROCESSING with attempts+1, claimed_at, a lease
 //     (reclaim_after = claimed_at + Config.StaleAfter) and a fresh claim_token; and commits.
 //     Rows of types this router does not handle are never claimed, so an old instance in a
 //     rolling deploy leaves new event types alone. Several workers, in one process or many,
