@@ -135,3 +135,26 @@ func TestReadmeQuickStart(t *testing.T) {
 		}
 	}
 }
+
+var relLink = regexp.MustCompile(`\]\(([^)#:\s]+)(#[^)]*)?\)`)
+
+// Every relative link in README.md and examples/README.md names a file or directory that exists.
+func TestReadmeLinksResolve(t *testing.T) {
+	for _, doc := range []string{filepath.Join("..", "README.md"), "README.md", filepath.Join("..", "docs", "development.md")} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range relLink.FindAllStringSubmatch(string(text), -1) {
+			n++
+			target := filepath.Join(filepath.Dir(doc), filepath.FromSlash(m[1]))
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s links to %s, which does not exist", doc, m[1])
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no relative link found; the pattern is broken", doc)
+		}
+	}
+}
