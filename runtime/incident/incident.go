@@ -1,10 +1,3 @@
-// Package incident is the one reporting channel shared by runtime/outbox and runtime/mysqllock.
-//
-// An incident is something a person must look at: a named lock lost while a job ran (another
-// instance may have run at the same time), a cleanup step that failed, rows stuck PROCESSING
-// because nobody is reclaiming them, a handler that outlived its deadline. Everything reports
-// through one Reporter so incidents read the same wherever they come from. The default writes
-// one error-level slog line per incident.
 package incident
 
 import (
