@@ -88,7 +88,7 @@ func TestResultWriteLocksOnlyItsOwnRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctx2tx.Rollback()
-	rows, err := q.MessageClaimSelect(ctx2, ctx2tx, store.MessageClaimSelectParams{EventTypes: []string{"lockscope"}, Limit: 10})
+	rows, err := q.MessageClaimSelect(ctx2, ctx2tx, store.MessageClaimSelectParams{DueFrom: claimFromStart, EventTypes: []string{"lockscope"}, Limit: 10})
 	if err != nil || len(rows) != 10 {
 		t.Fatalf("claim during an open result write: %d rows, %v; want 10", len(rows), err)
 	}

@@ -83,6 +83,11 @@ const (
 	prefetchHorizon = 50 * time.Millisecond
 	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
 	handlerEWMAWeight = 0.2
+	// rescanEvery bounds how long a backlog drain claims from where its last claim ended
+	// (claimed.due) before scanning the claim index from the start again. A row due before that
+	// point (an enqueue whose transaction committed late, a row another worker gave back)
+	// therefore waits at most this much longer than it would with every claim a full scan.
+	rescanEvery = 100 * time.Millisecond
 	// shutdownGrace is how long Run waits for handlers after cancelling their contexts.
 	shutdownGrace = 250 * time.Millisecond
 	// writeTimeout bounds one result-write transaction.
@@ -325,10 +330,18 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // claimLoop is the worker's main loop; one goroutine, so it never overlaps itself.
+//
+// While a backlog drains, a claim starts at the due time of the last row the previous claim
+// took (seek) instead of at the front of the claim index, which is full of the delete-marked
+// entries of rows just claimed until InnoDB purges them. Every rescanEvery, and whenever a
+// seeking claim comes back short, the next claim scans from the front, so no due row is left
+// behind.
 func (w *Worker) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	wait, backlog := false, false
+	var seek, scanned time.Time // seek: due time of the last row claimed; scanned: last claim from the front
+	rescan := false
 	for {
 		if wait {
 			poll.Reset(w.cfg.PollInterval)
@@ -351,15 +364,28 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.release(n)
 			return
 		}
-		got, err := w.claimAndDispatch(ctx, n)
+		seeking := backlog && !rescan && !seek.IsZero() && time.Since(scanned) < rescanEvery
+		from := time.Time{}
+		if seeking {
+			from = seek
+		} else {
+			scanned = time.Now()
+		}
+		got, last, err := w.claimAndDispatch(ctx, n, from)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			w.log.LogAttrs(ctx, slog.LevelError, "outbox claim failed", slog.String("error", err.Error()))
 		}
-		// A full claim means more rows are due: claim again as soon as slots allow.
-		backlog = err == nil && got == n
+		if got > 0 {
+			seek = last
+		}
+		// A full claim means more rows are due: claim again as soon as slots allow. A short
+		// claim that seeked may have passed rows due earlier: scan from the front at once.
+		full := err == nil && got == n
+		rescan = err == nil && seeking && !full
+		backlog = full || rescan
 		wait = !backlog
 	}
 }
@@ -438,21 +464,26 @@ type claimed struct {
 	attempt     int
 	maxAttempts int
 	enqueuedAt  time.Time
+	due         time.Time // next_attempt_at when claimed
 	token       string
 	claimStart  time.Time // local time before the claim began: the lease started after it
 }
 
-// claimAndDispatch claims up to n rows (n slots are reserved) and starts their handlers.
-func (w *Worker) claimAndDispatch(ctx context.Context, n int) (int, error) {
-	rows, err := w.claim(ctx, n)
+// claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
+// their handlers. last is the due time of the last row claimed (the claim is in due order).
+func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (got int, last time.Time, err error) {
+	rows, err := w.claim(ctx, n, from)
 	w.release(n - len(rows))
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	for _, m := range rows {
 		w.startDispatch(m)
 	}
-	return len(rows), nil
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].due
+	}
+	return len(rows), last, nil
 }
 
 // claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
@@ -460,7 +491,7 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int) (int, error) {
 // A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
 // milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
-func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
+func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := time.Now()
@@ -475,7 +506,10 @@ func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
 			}
 		}
 	}()
-	rows, err := q.MessageClaimSelect(ctx, tx, store.MessageClaimSelectParams{EventTypes: w.types, Limit: int32(n)})
+	if from.IsZero() {
+		from = claimFromStart
+	}
+	rows, err := q.MessageClaimSelect(ctx, tx, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
 	if err != nil {
 		return nil, fmt.Errorf("claim select: %w", err)
 	}
@@ -512,7 +546,7 @@ func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
 	for i, r := range rows {
 		out[i] = claimed{
 			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
-			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, token: token,
+			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
 			claimStart: start,
 		}
 	}
@@ -522,6 +556,10 @@ func (w *Worker) claim(ctx context.Context, n int) (_ []claimed, err error) {
 		slog.String("claim_token", token), slog.Duration("took", d))
 	return out, nil
 }
+
+// claimFromStart is before every next_attempt_at (DATETIME starts at year 1000; the driver
+// would send the zero time.Time as '0000-00-00', which strict modes reject).
+var claimFromStart = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // newToken returns 32 hex characters (claim_token is VARCHAR(32)).
 func newToken() string {

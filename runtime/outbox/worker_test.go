@@ -359,7 +359,7 @@ func TestAbandonedClaimReclaimedAndLateResultFenced(t *testing.T) {
 	dead := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 400 * time.Millisecond})
 	id := enqueueN(t, db.DB, "abandoned", 1)[0]
 	// The "dead" worker claims and never records: what a crash between claim and record leaves.
-	got, err := dead.claim(ctx, 1)
+	got, err := dead.claim(ctx, 1, time.Time{})
 	if err != nil || len(got) != 1 || got[0].id != id {
 		t.Fatalf("claim = %+v, %v", got, err)
 	}
@@ -454,7 +454,7 @@ func TestReclaimExhaustedGoesFailed(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
 	id := enqueueN(t, db.DB, "kills_worker", 1)[0]
 	setRow(t, db, id, "max_attempts = 1")
-	if got, err := w.claim(ctx, 1); err != nil || len(got) != 1 {
+	if got, err := w.claim(ctx, 1, time.Time{}); err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -477,11 +477,11 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	short := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 700 * time.Millisecond})
 	long := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 30 * time.Second})
 	enqueueN(t, db.DB, "lease", 2)
-	a, err := short.claim(ctx, 1)
+	a, err := short.claim(ctx, 1, time.Time{})
 	if err != nil || len(a) != 1 {
 		t.Fatal(a, err)
 	}
-	b, err := long.claim(ctx, 1)
+	b, err := long.claim(ctx, 1, time.Time{})
 	if err != nil || len(b) != 1 {
 		t.Fatal(b, err)
 	}
@@ -520,7 +520,7 @@ func TestEnqueueNotBlockedByOpenClaim(t *testing.T) {
 	}
 	claimErr := make(chan error, 1)
 	go func() {
-		got, err := w.claim(ctx, 10)
+		got, err := w.claim(ctx, 10, time.Time{})
 		if err == nil && len(got) != 3 {
 			err = fmt.Errorf("claimed %d rows, want the 3 due ones", len(got))
 		}
@@ -995,5 +995,56 @@ func TestResultWriteRetriedThroughHiccup(t *testing.T) {
 		if n := c.of(id); n != 1 {
 			t.Fatalf("message %d handled %d times, want 1 (the write was retried, not left to the lease)", id, n)
 		}
+	}
+}
+
+// While a backlog drains, claims start where the last one ended (seek) instead of at the front
+// of the claim index. A row due before that point, here an enqueue whose transaction commits
+// after the worker has passed its position, must still be found by the periodic scan from the
+// front, long before the backlog is gone.
+func TestClaimSeekStillFindsRowsDueEarlier(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	var late atomic.Int64 // the late row's id
+	handledBeforeLate := atomic.Int64{}
+	handledBeforeLate.Store(-1)
+	r := NewRouter()
+	r.Handle("seek", Policy{}, func(_ context.Context, p json.RawMessage, d Delivery) error {
+		n := c.add(d, p)
+		if n == 1 && int64(d.MessageID) == late.Load() {
+			handledBeforeLate.Store(int64(c.total() - 1))
+		}
+		time.Sleep(3 * time.Millisecond) // about 5,000 msg/s with 16 slots: the drain takes over a second
+		return nil
+	})
+	const before, after = 1000, 5000
+	enqueueN(t, db.DB, "seek", before)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below; Rollback after Commit is ErrTxDone
+	id, err := Enqueue(ctx, tx, Message{EventType: "seek", Payload: []byte(`{"late":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.Store(int64(id))
+	enqueueN(t, db.DB, "seek", after) // due after the late row, committed before it
+
+	w := newTestWorker(t, db.DB, r, Config{})
+	start(t, w)
+	waitFor(t, 20*time.Second, "2,000 handled", func() bool { return c.total() >= 2000 })
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == before+after+1 })
+	if got := c.total(); got != before+after+1 {
+		t.Fatalf("%d handler calls, want %d (one each)", got, before+after+1)
+	}
+	// Found by a scan from the front within rescanEvery, not only once the backlog ran out.
+	if hb := handledBeforeLate.Load(); hb < 0 || hb > before+after-1500 {
+		t.Fatalf("late row handled after %d others, want it found while at least 1,500 of %d were still due", hb, before+after)
 	}
 }
