@@ -3,10 +3,13 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +58,8 @@ const maxDelay = 100 * 365 * 24 * time.Hour
 // Enqueue inserts m into outbox_messages on tx, which should be the caller's own transaction:
 // the message becomes visible to workers only when the caller commits, and disappears if the
 // caller rolls back, together with the business change it belongs to. Enqueue never begins,
-// commits or rolls back anything; it is one INSERT with no other round trip. Because it cannot
+// commits or rolls back anything; it is one INSERT, sent as one round trip whatever the DSN
+// (see inlineExec). Because it cannot
 // know when the caller commits, it cannot wake the worker: use InTx, or call Worker.Wake after
 // Commit, to cut the latency below the worker's PollInterval.
 //
@@ -90,7 +94,11 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if o.delay > maxDelay {
 		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
 	}
-	id, err := q.MessageInsert(ctx, sdb(tx), store.MessageInsertParams{
+	var db store.DBTX = sdb(tx)
+	if len(m.Payload)+len(m.IdempotencyKey) <= maxInlineBytes {
+		db = inlineExec{db}
+	}
+	id, err := q.MessageInsert(ctx, db, store.MessageInsertParams{
 		EventType:      m.EventType,
 		Payload:        m.Payload,
 		IdempotencyKey: m.IdempotencyKey,
@@ -101,6 +109,69 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
 	}
 	return MessageID(id), nil
+}
+
+// maxInlineBytes bounds the messages Enqueue sends as one statement with inline literals (hex
+// doubles them; max_allowed_packet must hold the statement). Larger ones go as arguments.
+const maxInlineBytes = 64 << 10
+
+// inlineExec writes ExecContext's arguments into the statement as literals, so the enqueue is
+// one round trip whatever the DSN says. With the driver's default (interpolateParams=false), a
+// statement with arguments costs three: prepare, execute and close. The business transaction
+// around an enqueue is usually two or three round trips itself, so the third one was most of
+// what an enqueue cost (BenchmarkEnqueue; BENCHMARKS.md, W1). Strings go as hex literals with a
+// charset introducer, which no sql_mode (NO_BACKSLASH_ESCAPES) or connection charset changes:
+// there is nothing to escape, so nothing to get wrong.
+type inlineExec struct{ store.DBTX }
+
+func (e inlineExec) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	stmt, err := inlineArgs(query, args)
+	if err != nil {
+		return nil, err
+	}
+	return e.DBTX.ExecContext(ctx, stmt)
+}
+
+// inlineArgs replaces each ? of query, in order, with args' literal. The queries it gets
+// (MessageInsert) have no ? anywhere but their placeholders; a count mismatch is an error.
+func inlineArgs(query string, args []any) (string, error) {
+	if n := strings.Count(query, "?"); n != len(args) {
+		return "", fmt.Errorf("inline: %d placeholders, %d arguments", n, len(args))
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 64)
+	for _, a := range args {
+		i := strings.IndexByte(query, '?')
+		b.WriteString(query[:i])
+		query = query[i+1:]
+		switch v := a.(type) {
+		case string:
+			writeHexString(&b, []byte(v))
+		case []byte:
+			writeHexString(&b, v)
+		case json.RawMessage:
+			writeHexString(&b, v)
+		case int32:
+			b.WriteString(strconv.FormatInt(int64(v), 10))
+		case int64:
+			b.WriteString(strconv.FormatInt(v, 10))
+		default:
+			return "", fmt.Errorf("inline: argument of type %T", a)
+		}
+	}
+	b.WriteString(query)
+	return b.String(), nil
+}
+
+func writeHexString(b *strings.Builder, v []byte) {
+	b.WriteString("_utf8mb4 X'")
+	var buf [256]byte
+	for len(v) > 0 {
+		n := min(len(v), len(buf)/2)
+		b.Write(hex.AppendEncode(buf[:0], v[:n]))
+		v = v[n:]
+	}
+	b.WriteByte('\'')
 }
 
 // InTx runs fn in a new transaction on db: it begins, calls fn, and commits when fn returns

@@ -170,3 +170,65 @@ func TestMigrateIdempotentAndChecksDSN(t *testing.T) {
 		t.Fatalf("Migrate with loc=Asia/Seoul: err = %v, want it to name loc=UTC", err)
 	}
 }
+
+// Enqueue writes its values as hex literals in one statement: every byte must arrive as sent,
+// whatever the DSN does with arguments or backslashes, and no statement may be prepared.
+func TestEnqueueStoresValuesExactly(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	payload := []byte(`{"s":"it's \"quoted\" \\ back\\\\slash ? ?? %s _ \u0000 ✓ 日本 😀","n":[1,2.5e3,null]}`)
+	key := `k'ey" \ \\ ? ' OR 1=1 -- 😀`
+	big := []byte(`{"pad":"` + strings.Repeat(`x\"'?`, maxInlineBytes/5+10) + `"}`)
+	for _, suffix := range []string{"", "&interpolateParams=true", "&sql_mode=%27NO_BACKSLASH_ESCAPES,STRICT_TRANS_TABLES%27"} {
+		pool, err := sql.Open("mysql", db.DSN+suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pool.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prepares := func() int {
+			var name string
+			var n int
+			if err := conn.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := prepares()
+		id, err := Enqueue(ctx, conn, Message{EventType: "exact?type'", Payload: payload, IdempotencyKey: key})
+		if err != nil {
+			t.Fatalf("DSN suffix %q: %v", suffix, err)
+		}
+		if n := prepares() - before; n != 0 {
+			t.Errorf("DSN suffix %q: Enqueue prepared %d statements, want 0 (one round trip)", suffix, n)
+		}
+		bigID, err := Enqueue(ctx, conn, Message{EventType: "exact", Payload: big, IdempotencyKey: key})
+		if err != nil {
+			t.Fatalf("DSN suffix %q: large payload: %v", suffix, err)
+		}
+		conn.Close()
+		pool.Close()
+		got := getRow(t, db, id)
+		if got.EventType != "exact?type'" || got.Payload != string(payload) || got.Key != key {
+			t.Errorf("DSN suffix %q: stored (%q, %q, %q), want (%q, %q, %q)", suffix, got.EventType, got.Payload, got.Key, "exact?type'", payload, key)
+		}
+		if g := getRow(t, db, bigID); g.Payload != string(big) || g.Key != key {
+			t.Errorf("DSN suffix %q: large payload stored %d bytes, want %d", suffix, len(g.Payload), len(big))
+		}
+	}
+}
+
+func TestInlineArgsRefusesMismatches(t *testing.T) {
+	if _, err := inlineArgs("SELECT ?, ?", []any{int64(1)}); err == nil {
+		t.Error("2 placeholders, 1 argument: no error")
+	}
+	if _, err := inlineArgs("SELECT ?", []any{1.5}); err == nil {
+		t.Error("float argument: no error")
+	}
+	got, err := inlineArgs("SELECT ?, ?, ?", []any{"a'", int32(-7), []byte{0, 0xff}})
+	if want := "SELECT _utf8mb4 X'6127', -7, _utf8mb4 X'00ff'"; err != nil || got != want {
+		t.Errorf("inlineArgs = %q, %v; want %q", got, err, want)
+	}
+}
