@@ -132,8 +132,19 @@ func (e inlineExec) ExecContext(ctx context.Context, query string, args ...any) 
 	return e.DBTX.ExecContext(ctx, stmt)
 }
 
+// QueryContext is ExecContext's counterpart for the claim's SELECT. (QueryRowContext is passed
+// through with its arguments: a *sql.Row cannot carry an inlining error.)
+func (e inlineExec) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	stmt, err := inlineArgs(query, args)
+	if err != nil {
+		return nil, err
+	}
+	return e.DBTX.QueryContext(ctx, stmt)
+}
+
 // inlineArgs replaces each ? of query, in order, with args' literal. The queries it gets
-// (MessageInsert) have no ? anywhere but their placeholders; a count mismatch is an error.
+// (MessageInsert, the claim and the result writes) have no ? anywhere but their placeholders;
+// a count mismatch is an error.
 func inlineArgs(query string, args []any) (string, error) {
 	if n := strings.Count(query, "?"); n != len(args) {
 		return "", fmt.Errorf("inline: %d placeholders, %d arguments", n, len(args))
@@ -151,6 +162,15 @@ func inlineArgs(query string, args []any) (string, error) {
 			writeHexString(&b, v)
 		case json.RawMessage:
 			writeHexString(&b, v)
+		case sql.NullString:
+			if !v.Valid {
+				b.WriteString("NULL")
+			} else {
+				writeHexString(&b, []byte(v.String))
+			}
+		case time.Time:
+			// The worker requires loc=UTC, under which the driver sends times in UTC too.
+			b.WriteString(v.UTC().Format("'2006-01-02 15:04:05.999999'"))
 		case int32:
 			b.WriteString(strconv.FormatInt(int64(v), 10))
 		case int64:

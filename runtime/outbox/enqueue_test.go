@@ -232,3 +232,11 @@ func TestInlineArgsRefusesMismatches(t *testing.T) {
 		t.Errorf("inlineArgs = %q, %v; want %q", got, err, want)
 	}
 }
+
+func TestInlineArgsNullAndTime(t *testing.T) {
+	at := time.Date(2026, 12, 2, 21, 30, 5, 123456000, time.FixedZone("x", 3600))
+	got, err := inlineArgs("? ? ?", []any{sql.NullString{}, sql.NullString{String: "t", Valid: true}, at})
+	if want := "NULL _utf8mb4 X'74' '2026-12-02 20:30:05.123456'"; err != nil || got != want {
+		t.Errorf("inlineArgs = %q, %v; want %q", got, err, want)
+	}
+}

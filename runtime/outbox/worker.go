@@ -509,7 +509,7 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	if from.IsZero() {
 		from = claimFromStart
 	}
-	rows, err := q.MessageClaimSelect(ctx, tx, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
+	rows, err := q.MessageClaimSelect(ctx, inlineExec{tx}, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
 	if err != nil {
 		return nil, fmt.Errorf("claim select: %w", err)
 	}
@@ -529,7 +529,7 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	marked, err := q.MessageClaimMark(ctx, tx, store.MessageClaimMarkParams{
+	marked, err := q.MessageClaimMark(ctx, inlineExec{tx}, store.MessageClaimMarkParams{
 		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
 	})
 	if err != nil {
@@ -918,14 +918,15 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	// One statement needs no transaction (autocommit saves BEGIN and COMMIT round trips);
 	// several share one, so a batch costs one commit. Fenced updates by primary key lock only
 	// their own rows, so the default isolation is fine.
-	var db store.DBTX = w.db
+	// Inlined arguments: one round trip per statement whatever the DSN (see inlineExec).
+	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
 	if len(tokens)+others > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
 		}
-		db = tx
+		db = inlineExec{tx}
 		defer func() {
 			if err != nil {
 				if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
