@@ -31,14 +31,46 @@ INSERT INTO outbox_messages (
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
--- name: MessageClaimSelect :many
--- Step 1 of the claim, inside a READ COMMITTED transaction: lock up to n due rows of the
--- router's types. The ORDER BY is exactly the index order (status, next_attempt_at, id): any other
--- order adds a filesort and the first claimer locks every candidate (MYSQL-NOTES.md).
+-- name: MessageClaimCandidates :many
+-- Step 1 of the claim, inside a READ COMMITTED transaction: the ids of up to 2n due rows of the
+-- router's types, by a plain consistent read that locks nothing. The ORDER BY is exactly the
+-- index order (status, next_attempt_at, id): no filesort.
 -- due_from lets a worker draining a backlog start where its last claim ended: every claimed row
 -- leaves a delete-marked entry at the front of the index until InnoDB's purge removes it, and
--- a scan from the start walks through thousands of them (4 ms of a 100-row claim in
--- BenchmarkDrain). The worker still scans from the start often (see claimLoop).
+-- a scan from the start walks through them. The worker still scans from the start often (see
+-- claimLoop).
+SELECT id
+FROM outbox_messages
+WHERE status = 'PENDING'
+  AND next_attempt_at >= sqlc.arg(due_from)
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND event_type IN (sqlc.slice('event_types'))
+ORDER BY next_attempt_at, id
+LIMIT ?;
+
+-- name: MessageClaimLockIDs :many
+-- Step 2, same transaction: lock up to n of the candidates by primary key, skipping rows another
+-- claimer holds, and recheck under the lock that each is still PENDING, due and of our types
+-- (a locking read sees the latest committed row). Locking through the primary key is what makes
+-- this cheap: a locking read through the claim index must check every index entry for an
+-- implicit lock, which costs undo-log lookups on pages that claims and enqueues keep changing
+-- (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11).
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+FROM outbox_messages FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice('ids'))
+  AND status = 'PENDING'
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND event_type IN (sqlc.slice('event_types'))
+ORDER BY id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: MessageClaimSelect :many
+-- Step 2 when another claimer held some candidates: lock up to n due rows straight from the
+-- claim index, SKIP LOCKED passing over the rows other claims hold. The ORDER BY is exactly the
+-- index order: any other order adds a filesort and the first claimer locks every candidate
+-- (MYSQL-NOTES.md). It may return rows step 2 already locked (a transaction's own locks are not
+-- skipped); the worker drops those.
 SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'

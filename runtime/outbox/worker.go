@@ -470,7 +470,7 @@ type claimed struct {
 }
 
 // claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
-// their handlers. last is the due time of the last row claimed (the claim is in due order).
+// their handlers. last is the latest due time among the rows claimed.
 func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (got int, last time.Time, err error) {
 	rows, err := w.claim(ctx, n, from)
 	w.release(n - len(rows))
@@ -479,15 +479,18 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (g
 	}
 	for _, m := range rows {
 		w.startDispatch(m)
-	}
-	if len(rows) > 0 {
-		last = rows[len(rows)-1].due
+		if m.due.After(last) {
+			last = m.due
+		}
 	}
 	return len(rows), last, nil
 }
 
 // claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
-// router's types (SKIP LOCKED, index order) and marks them PROCESSING under a fresh token.
+// router's types and marks them PROCESSING under a fresh token. It reads the ids of the first
+// 2n due rows without locking (index order), then locks n of them by primary key, SKIP LOCKED.
+// When another claimer holds some of them, it tops the claim up from a locking scan of the
+// claim index, which skips the rows others hold; rows never wait for each other's locks.
 // A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
 // milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
@@ -509,9 +512,37 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	if from.IsZero() {
 		from = claimFromStart
 	}
-	rows, err := q.MessageClaimSelect(ctx, inlineExec{tx}, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
+	db := inlineExec{tx}
+	cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{DueFrom: from, EventTypes: w.types, Limit: int32(2 * n)})
 	if err != nil {
-		return nil, fmt.Errorf("claim select: %w", err)
+		return nil, fmt.Errorf("claim candidates: %w", err)
+	}
+	var rows []store.MessageClaimSelectRow
+	if len(cands) > 0 {
+		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: cands, EventTypes: w.types, Limit: int32(n)})
+		if err != nil {
+			return nil, fmt.Errorf("claim lock: %w", err)
+		}
+		for _, r := range locked {
+			rows = append(rows, store.MessageClaimSelectRow(r))
+		}
+		if len(rows) < min(n, len(cands)) {
+			// Others hold some candidates (or claimed them since we read): take the rest from
+			// the index, skipping their rows. Our own locks are not skipped; drop repeats.
+			more, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
+			if err != nil {
+				return nil, fmt.Errorf("claim select: %w", err)
+			}
+			have := make(map[int64]bool, len(rows))
+			for _, r := range rows {
+				have[r.ID] = true
+			}
+			for _, r := range more {
+				if len(rows) < n && !have[r.ID] {
+					rows = append(rows, r)
+				}
+			}
+		}
 	}
 	if w.afterClaimSelect != nil {
 		w.afterClaimSelect()
@@ -529,7 +560,7 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	marked, err := q.MessageClaimMark(ctx, inlineExec{tx}, store.MessageClaimMarkParams{
+	marked, err := q.MessageClaimMark(ctx, db, store.MessageClaimMarkParams{
 		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
 	})
 	if err != nil {

@@ -1048,3 +1048,53 @@ func TestClaimSeekStillFindsRowsDueEarlier(t *testing.T) {
 		t.Fatalf("late row handled after %d others, want it found while at least 1,500 of %d were still due", hb, before+after)
 	}
 }
+
+// A claim locks its candidates by primary key. When another open claim holds all of them, it
+// must not wait and must not come back empty while other rows are due: it falls back to the
+// claim index scan, which skips the held rows.
+func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("skip", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	a := newTestWorker(t, db.Open(t), r, Config{})
+	b := newTestWorker(t, db.Open(t), r, Config{})
+	enqueueN(t, db.DB, "skip", 30)
+	inClaim, release := make(chan struct{}), make(chan struct{})
+	a.afterClaimSelect = func() {
+		close(inClaim)
+		<-release
+	}
+	aGot := make(chan []claimed, 1)
+	go func() {
+		got, err := a.claim(ctx, 10, time.Time{})
+		if err != nil {
+			t.Error(err)
+		}
+		aGot <- got
+	}()
+	<-inClaim
+	// a holds the 10 oldest rows. b's 5 candidates are all among them.
+	bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	bGot, err := b.claim(bctx, 5, time.Time{})
+	close(release)
+	if err != nil {
+		t.Fatalf("claim while another claim holds its candidates: %v", err)
+	}
+	held := <-aGot
+	if len(held) != 10 || len(bGot) != 5 {
+		t.Fatalf("claims got %d and %d rows, want 10 and 5", len(held), len(bGot))
+	}
+	seen := map[MessageID]bool{}
+	for _, m := range append(held, bGot...) {
+		if seen[m.id] {
+			t.Fatalf("message %d claimed by both", m.id)
+		}
+		seen[m.id] = true
+	}
+	if n := countRows(t, db, "status='PROCESSING'"); n != 15 {
+		t.Fatalf("%d rows PROCESSING, want 15", n)
+	}
+}
