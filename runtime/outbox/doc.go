@@ -29,12 +29,16 @@
 //
 // # The worker's cycle
 //
-//  1. Claim: one short READ COMMITTED transaction selects due PENDING rows of the router's
-//     event types with FOR UPDATE SKIP LOCKED, in the claim index's order, no more rows than
-//     there are free dispatch slots plus, while recent handlers were fast, the rows those slots
-//     will start within 50ms (a prefetched row that waited too long for a slot is given back
-//     unhandled rather than risk outliving its lease); marks them PROCESSING with attempts+1, claimed_at, a lease
-//     (reclaim_after = claimed_at + Config.StaleAfter) and a fresh claim_token; and commits.
+//  1. Claim: one short READ COMMITTED transaction reads the ids of due PENDING rows of the
+//     router's event types in the claim index's order without locking, locks them by primary
+//     key with FOR UPDATE SKIP LOCKED (topping up from a SKIP LOCKED scan of the index when
+//     another claim holds some) and rechecks under the lock that each is still due. It takes
+//     no more rows than there are free dispatch slots plus, while recent handlers were fast,
+//     the rows those slots will start within 50ms (a prefetched row that waited too long for a
+//     slot is given back unhandled rather than risk outliving its lease). It marks them
+//     PROCESSING with attempts+1, claimed_at, a lease (reclaim_after = claimed_at +
+//     Config.StaleAfter) and a fresh claim_token, and commits. While a backlog drains, a claim
+//     starts where the last one ended and scans from the front every 100ms.
 //     Rows of types this router does not handle are never claimed, so an old instance in a
 //     rolling deploy leaves new event types alone. Several workers, in one process or many,
 //     take disjoint rows; no lock or leader is needed.
@@ -88,7 +92,8 @@
 // # Connection settings
 //
 // The DSN must set parseTime=true and use loc=UTC (go-sql-driver/mysql's default); NewWorker
-// and Migrate check both and name the parameter when it is wrong. interpolateParams=true saves
-// one round trip per statement (the driver otherwise prepares every statement with
-// arguments), which matters for Enqueue's share of a short business transaction.
+// and Migrate check both and name the parameter when it is wrong. interpolateParams does not
+// matter to this package: Enqueue, the claim and the result writes send their values inline,
+// one round trip per statement either way (the driver would otherwise prepare, execute and
+// close every statement with arguments, which was most of what an enqueue cost).
 package outbox
