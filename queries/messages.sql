@@ -32,14 +32,14 @@ INSERT INTO outbox_messages (
 );
 
 -- name: MessageClaimCandidates :many
--- Step 1 of the claim, inside a READ COMMITTED transaction: the ids of up to 2n due rows of the
--- router's types, by a plain consistent read that locks nothing. The ORDER BY is exactly the
--- index order (status, next_attempt_at, id): no filesort.
--- due_from lets a worker draining a backlog start where its last claim ended: every claimed row
--- leaves a delete-marked entry at the front of the index until InnoDB's purge removes it, and
--- a scan from the start walks through them. The worker still scans from the start often (see
--- claimLoop).
-SELECT id
+-- Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
+-- types, by a plain consistent read that locks nothing. The ORDER BY is exactly the index order
+-- (status, next_attempt_at, id): no filesort. due_from is where this read starts: where the
+-- previous window ended when other claims held its rows, and, while a backlog drains, where
+-- the worker's last claim ended: every claimed row leaves a delete-marked entry at the front of
+-- the index until InnoDB's purge removes it, and a scan from the start walks through them. The
+-- worker still scans from the start often (see claimLoop).
+SELECT id, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND next_attempt_at >= sqlc.arg(due_from)
@@ -54,7 +54,8 @@ LIMIT ?;
 -- (a locking read sees the latest committed row). Locking through the primary key is what makes
 -- this cheap: a locking read through the claim index must check every index entry for an
 -- implicit lock, which costs undo-log lookups on pages that claims and enqueues keep changing
--- (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11).
+-- (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11). A
+-- transaction's own locks are not skipped: the worker never passes ids it already holds.
 SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice('ids'))
@@ -62,22 +63,6 @@ WHERE id IN (sqlc.slice('ids'))
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND event_type IN (sqlc.slice('event_types'))
 ORDER BY id
-LIMIT ?
-FOR UPDATE SKIP LOCKED;
-
--- name: MessageClaimSelect :many
--- Step 2 when another claimer held some candidates: lock up to n due rows straight from the
--- claim index, SKIP LOCKED passing over the rows other claims hold. The ORDER BY is exactly the
--- index order: any other order adds a filesort and the first claimer locks every candidate
--- (MYSQL-NOTES.md). It may return rows step 2 already locked (a transaction's own locks are not
--- skipped); the worker drops those.
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
-FROM outbox_messages
-WHERE status = 'PENDING'
-  AND next_attempt_at >= sqlc.arg(due_from)
-  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-  AND event_type IN (sqlc.slice('event_types'))
-ORDER BY next_attempt_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
 

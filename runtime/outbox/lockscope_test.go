@@ -88,7 +88,15 @@ func TestResultWriteLocksOnlyItsOwnRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctx2tx.Rollback()
-	rows, err := q.MessageClaimSelect(ctx2, ctx2tx, store.MessageClaimSelectParams{DueFrom: claimFromStart, EventTypes: []string{"lockscope"}, Limit: 10})
+	cands, err := q.MessageClaimCandidates(ctx2, ctx2tx, store.MessageClaimCandidatesParams{DueFrom: claimFromStart, EventTypes: []string{"lockscope"}, Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	candIDs := make([]int64, len(cands))
+	for i, c := range cands {
+		candIDs[i] = c.ID
+	}
+	rows, err := q.MessageClaimLockIDs(ctx2, ctx2tx, store.MessageClaimLockIDsParams{Ids: candIDs, EventTypes: []string{"lockscope"}, Limit: 10})
 	if err != nil || len(rows) != 10 {
 		t.Fatalf("claim during an open result write: %d rows, %v; want 10", len(rows), err)
 	}

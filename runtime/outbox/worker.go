@@ -83,6 +83,9 @@ const (
 	prefetchHorizon = 50 * time.Millisecond
 	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
 	handlerEWMAWeight = 0.2
+	// claimRounds is how many windows of 2n candidate rows one claim reads when other claims
+	// hold the rows of the first: enough for a few workers claiming at the same moment.
+	claimRounds = 3
 	// rescanEvery bounds how long a backlog drain claims from where its last claim ended
 	// (claimed.due) before scanning the claim index from the start again. A row due before that
 	// point (an enqueue whose transaction committed late, a row another worker gave back)
@@ -371,7 +374,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		} else {
 			scanned = time.Now()
 		}
-		got, last, err := w.claimAndDispatch(ctx, n, from)
+		got, last, more, err := w.claimAndDispatch(ctx, n, from)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -381,9 +384,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if got > 0 {
 			seek = last
 		}
-		// A full claim means more rows are due: claim again as soon as slots allow. A short
-		// claim that seeked may have passed rows due earlier: scan from the front at once.
-		full := err == nil && got == n
+		// A full claim, or one that left due rows past its windows (other claims held the rows
+		// it read), means more rows are due: claim again as soon as slots allow. A short claim
+		// that seeked may have passed rows due earlier: scan from the front at once.
+		full := err == nil && (got == n || (more && got > 0))
 		rescan = err == nil && seeking && !full
 		backlog = full || rescan
 		wait = !backlog
@@ -470,12 +474,12 @@ type claimed struct {
 }
 
 // claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
-// their handlers. last is the latest due time among the rows claimed.
-func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (got int, last time.Time, err error) {
-	rows, err := w.claim(ctx, n, from)
+// their handlers. last is the latest due time among the rows claimed; more is claim's.
+func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (got int, last time.Time, more bool, err error) {
+	rows, more, err := w.claim(ctx, n, from)
 	w.release(n - len(rows))
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, time.Time{}, false, err
 	}
 	for _, m := range rows {
 		w.startDispatch(m)
@@ -483,24 +487,24 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (g
 			last = m.due
 		}
 	}
-	return len(rows), last, nil
+	return len(rows), last, more, nil
 }
 
 // claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
 // router's types and marks them PROCESSING under a fresh token. It reads the ids of the first
-// 2n due rows without locking (index order), then locks n of them by primary key, SKIP LOCKED.
-// When another claimer holds some of them, it tops the claim up from a locking scan of the
-// claim index, which skips the rows others hold; rows never wait for each other's locks.
+// 2n due rows without locking (index order), then locks n of them by primary key, SKIP LOCKED:
+// claims never wait for each other. When other claims hold part of that window, it reads the
+// next window, up to claimRounds of them. more says due rows were left past the last window.
 // A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
 // milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
-func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed, err error) {
+func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := time.Now()
 	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("begin claim: %w", err)
+		return nil, false, fmt.Errorf("begin claim: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -513,36 +517,36 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 		from = claimFromStart
 	}
 	db := inlineExec{tx}
-	cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{DueFrom: from, EventTypes: w.types, Limit: int32(2 * n)})
-	if err != nil {
-		return nil, fmt.Errorf("claim candidates: %w", err)
-	}
-	var rows []store.MessageClaimSelectRow
-	if len(cands) > 0 {
-		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: cands, EventTypes: w.types, Limit: int32(n)})
+	var rows []store.MessageClaimLockIDsRow
+	have := map[int64]bool{}
+	for round := 0; round < claimRounds && len(rows) < n; round++ {
+		cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{DueFrom: from, EventTypes: w.types, Limit: int32(2 * n)})
 		if err != nil {
-			return nil, fmt.Errorf("claim lock: %w", err)
+			return nil, false, fmt.Errorf("claim candidates: %w", err)
 		}
-		for _, r := range locked {
-			rows = append(rows, store.MessageClaimSelectRow(r))
+		ids := make([]int64, 0, len(cands))
+		for _, c := range cands {
+			if !have[c.ID] { // the window's first rows may be ones this claim holds
+				ids = append(ids, c.ID)
+			}
 		}
-		if len(rows) < min(n, len(cands)) {
-			// Others hold some candidates (or claimed them since we read): take the rest from
-			// the index, skipping their rows. Our own locks are not skipped; drop repeats.
-			more, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{DueFrom: from, EventTypes: w.types, Limit: int32(n)})
+		if len(ids) > 0 {
+			locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(n - len(rows))})
 			if err != nil {
-				return nil, fmt.Errorf("claim select: %w", err)
+				return nil, false, fmt.Errorf("claim lock: %w", err)
 			}
-			have := make(map[int64]bool, len(rows))
-			for _, r := range rows {
+			for _, r := range locked {
 				have[r.ID] = true
-			}
-			for _, r := range more {
-				if len(rows) < n && !have[r.ID] {
-					rows = append(rows, r)
-				}
+				rows = append(rows, r)
 			}
 		}
+		// A full window means more due rows lie past it: other claims hold this window's rows
+		// (read past them), or this claim is full.
+		more = len(cands) == 2*n
+		if !more {
+			break
+		}
+		from = cands[len(cands)-1].NextAttemptAt
 	}
 	if w.afterClaimSelect != nil {
 		w.afterClaimSelect()
@@ -550,10 +554,10 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	if len(rows) == 0 {
 		// Nothing locked; ending the transaction either way releases nothing.
 		if err := tx.Commit(); err != nil {
-			return nil, fmt.Errorf("commit empty claim: %w", err)
+			return nil, false, fmt.Errorf("commit empty claim: %w", err)
 		}
 		w.cfg.Observer.Claimed(0, time.Since(start))
-		return nil, nil
+		return nil, more, nil
 	}
 	token := newToken()
 	ids := make([]int64, len(rows))
@@ -564,14 +568,14 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim mark: %w", err)
+		return nil, false, fmt.Errorf("claim mark: %w", err)
 	}
 	if marked != int64(len(rows)) {
 		// The rows are locked by this transaction, so this cannot happen short of a bug.
-		return nil, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit claim: %w", err)
+		return nil, false, fmt.Errorf("commit claim: %w", err)
 	}
 	out := make([]claimed, len(rows))
 	for i, r := range rows {
@@ -585,7 +589,7 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	w.cfg.Observer.Claimed(len(out), d)
 	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
 		slog.String("claim_token", token), slog.Duration("took", d))
-	return out, nil
+	return out, more, nil
 }
 
 // claimFromStart is before every next_attempt_at (DATETIME starts at year 1000; the driver

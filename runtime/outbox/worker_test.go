@@ -359,7 +359,7 @@ func TestAbandonedClaimReclaimedAndLateResultFenced(t *testing.T) {
 	dead := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 400 * time.Millisecond})
 	id := enqueueN(t, db.DB, "abandoned", 1)[0]
 	// The "dead" worker claims and never records: what a crash between claim and record leaves.
-	got, err := dead.claim(ctx, 1, time.Time{})
+	got, _, err := dead.claim(ctx, 1, time.Time{})
 	if err != nil || len(got) != 1 || got[0].id != id {
 		t.Fatalf("claim = %+v, %v", got, err)
 	}
@@ -454,7 +454,7 @@ func TestReclaimExhaustedGoesFailed(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
 	id := enqueueN(t, db.DB, "kills_worker", 1)[0]
 	setRow(t, db, id, "max_attempts = 1")
-	if got, err := w.claim(ctx, 1, time.Time{}); err != nil || len(got) != 1 {
+	if got, _, err := w.claim(ctx, 1, time.Time{}); err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -477,11 +477,11 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	short := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 700 * time.Millisecond})
 	long := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 30 * time.Second})
 	enqueueN(t, db.DB, "lease", 2)
-	a, err := short.claim(ctx, 1, time.Time{})
+	a, _, err := short.claim(ctx, 1, time.Time{})
 	if err != nil || len(a) != 1 {
 		t.Fatal(a, err)
 	}
-	b, err := long.claim(ctx, 1, time.Time{})
+	b, _, err := long.claim(ctx, 1, time.Time{})
 	if err != nil || len(b) != 1 {
 		t.Fatal(b, err)
 	}
@@ -520,7 +520,7 @@ func TestEnqueueNotBlockedByOpenClaim(t *testing.T) {
 	}
 	claimErr := make(chan error, 1)
 	go func() {
-		got, err := w.claim(ctx, 10, time.Time{})
+		got, _, err := w.claim(ctx, 10, time.Time{})
 		if err == nil && len(got) != 3 {
 			err = fmt.Errorf("claimed %d rows, want the 3 due ones", len(got))
 		}
@@ -1050,8 +1050,8 @@ func TestClaimSeekStillFindsRowsDueEarlier(t *testing.T) {
 }
 
 // A claim locks its candidates by primary key. When another open claim holds all of them, it
-// must not wait and must not come back empty while other rows are due: it falls back to the
-// claim index scan, which skips the held rows.
+// must not wait and must not come back empty while other rows are due: it reads the next
+// window of candidates.
 func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
@@ -1068,7 +1068,7 @@ func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	}
 	aGot := make(chan []claimed, 1)
 	go func() {
-		got, err := a.claim(ctx, 10, time.Time{})
+		got, _, err := a.claim(ctx, 10, time.Time{})
 		if err != nil {
 			t.Error(err)
 		}
@@ -1078,7 +1078,7 @@ func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	// a holds the 10 oldest rows. b's 5 candidates are all among them.
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	bGot, err := b.claim(bctx, 5, time.Time{})
+	bGot, _, err := b.claim(bctx, 5, time.Time{})
 	close(release)
 	if err != nil {
 		t.Fatalf("claim while another claim holds its candidates: %v", err)

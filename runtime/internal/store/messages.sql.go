@@ -47,7 +47,7 @@ func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
 }
 
 const messageClaimCandidates = `-- name: MessageClaimCandidates :many
-SELECT id
+SELECT id, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND next_attempt_at >= ?
@@ -63,14 +63,19 @@ type MessageClaimCandidatesParams struct {
 	Limit      int32
 }
 
-// Step 1 of the claim, inside a READ COMMITTED transaction: the ids of up to 2n due rows of the
-// router's types, by a plain consistent read that locks nothing. The ORDER BY is exactly the
-// index order (status, next_attempt_at, id): no filesort.
-// due_from lets a worker draining a backlog start where its last claim ended: every claimed row
-// leaves a delete-marked entry at the front of the index until InnoDB's purge removes it, and
-// a scan from the start walks through them. The worker still scans from the start often (see
-// claimLoop).
-func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg MessageClaimCandidatesParams) ([]int64, error) {
+type MessageClaimCandidatesRow struct {
+	ID            int64
+	NextAttemptAt time.Time
+}
+
+// Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
+// types, by a plain consistent read that locks nothing. The ORDER BY is exactly the index order
+// (status, next_attempt_at, id): no filesort. due_from is where this read starts: where the
+// previous window ended when other claims held its rows, and, while a backlog drains, where
+// the worker's last claim ended: every claimed row leaves a delete-marked entry at the front of
+// the index until InnoDB's purge removes it, and a scan from the start walks through them. The
+// worker still scans from the start often (see claimLoop).
+func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg MessageClaimCandidatesParams) ([]MessageClaimCandidatesRow, error) {
 	query := messageClaimCandidates
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.DueFrom)
@@ -88,13 +93,13 @@ func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg Messa
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []MessageClaimCandidatesRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i MessageClaimCandidatesRow
+		if err := rows.Scan(&i.ID, &i.NextAttemptAt); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -139,7 +144,8 @@ type MessageClaimLockIDsRow struct {
 // (a locking read sees the latest committed row). Locking through the primary key is what makes
 // this cheap: a locking read through the claim index must check every index entry for an
 // implicit lock, which costs undo-log lookups on pages that claims and enqueues keep changing
-// (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11).
+// (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11). A
+// transaction's own locks are not skipped: the worker never passes ids it already holds.
 func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageClaimLockIDsParams) ([]MessageClaimLockIDsRow, error) {
 	query := messageClaimLockIDs
 	var queryParams []interface{}
@@ -227,84 +233,6 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 		return 0, err
 	}
 	return result.RowsAffected()
-}
-
-const messageClaimSelect = `-- name: MessageClaimSelect :many
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
-FROM outbox_messages
-WHERE status = 'PENDING'
-  AND next_attempt_at >= ?
-  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-  AND event_type IN (/*SLICE:event_types*/?)
-ORDER BY next_attempt_at, id
-LIMIT ?
-FOR UPDATE SKIP LOCKED
-`
-
-type MessageClaimSelectParams struct {
-	DueFrom    time.Time
-	EventTypes []string
-	Limit      int32
-}
-
-type MessageClaimSelectRow struct {
-	ID             int64
-	EventType      string
-	Payload        json.RawMessage
-	IdempotencyKey string
-	Attempts       int32
-	MaxAttempts    int32
-	CreatedAt      time.Time
-	NextAttemptAt  time.Time
-}
-
-// Step 2 when another claimer held some candidates: lock up to n due rows straight from the
-// claim index, SKIP LOCKED passing over the rows other claims hold. The ORDER BY is exactly the
-// index order: any other order adds a filesort and the first claimer locks every candidate
-// (MYSQL-NOTES.md). It may return rows step 2 already locked (a transaction's own locks are not
-// skipped); the worker drops those.
-func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageClaimSelectParams) ([]MessageClaimSelectRow, error) {
-	query := messageClaimSelect
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.DueFrom)
-	if len(arg.EventTypes) > 0 {
-		for _, v := range arg.EventTypes {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:event_types*/?", strings.Repeat(",?", len(arg.EventTypes))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:event_types*/?", "NULL", 1)
-	}
-	queryParams = append(queryParams, arg.Limit)
-	rows, err := db.QueryContext(ctx, query, queryParams...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageClaimSelectRow
-	for rows.Next() {
-		var i MessageClaimSelectRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.EventType,
-			&i.Payload,
-			&i.IdempotencyKey,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.CreatedAt,
-			&i.NextAttemptAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const messageCountFailed = `-- name: MessageCountFailed :one
