@@ -38,7 +38,7 @@ mariadb__launch() {
 	# innodb_flush_log_at_trx_commit=2 and a small log keep a throwaway test server fast; the
 	# benchmark documents its own settings.
 	"$(mariadb_bin mariadbd)" --no-defaults --user=mysql --datadir="$MARIADB_DIR/data" \
-		--port="$MARIADB_PORT" --socket="$MARIADB_DIR/sock" --bind-address=127.0.0.1 \
+		--port="$MARIADB_PORT" --socket="$MARIADB_DIR/sock" --bind-address=127.0.0.1 --tmpdir="$MARIADB_DIR/tmp" \
 		--pid-file="$MARIADB_DIR/pid" --log-error="$MARIADB_DIR/err.log" \
 		--max-connections=1000 --innodb-buffer-pool-size=256M \
 		--innodb-flush-log-at-trx-commit="${MARIADB_FLUSH:-2}" \
@@ -63,10 +63,12 @@ mariadb_start() {
 	if [ -n "${MARIADB_PORT:-}" ]; then MARIADB_PORT_FIXED=1; fi
 	MARIADB_PORT=${MARIADB_PORT:-$(mariadb_free_port)}
 	export MARIADB_DIR MARIADB_PORT
-	mkdir -p "$MARIADB_DIR/data"
+	# Its own tmpdir: a mariadbd starting with the default /tmp deletes the #sql* files it finds
+	# there, including those of another server's mariadb-install-db running at the same moment.
+	mkdir -p "$MARIADB_DIR/data" "$MARIADB_DIR/tmp"
 	chown -R mysql:mysql "$MARIADB_DIR" 2>/dev/null || true
 	chmod 755 "$MARIADB_DIR"
-	"$(mariadb_bin mariadb-install-db)" --user=mysql --datadir="$MARIADB_DIR/data" \
+	"$(mariadb_bin mariadb-install-db)" --user=mysql --datadir="$MARIADB_DIR/data" --tmpdir="$MARIADB_DIR/tmp" \
 		--auth-root-authentication-method=normal --skip-test-db >"$MARIADB_DIR/install.log" 2>&1 || {
 		cat "$MARIADB_DIR/install.log" >&2
 		return 1

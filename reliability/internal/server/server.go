@@ -104,6 +104,9 @@ func (s *Server) install(ctx context.Context) error {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(s.tmp(), 0o755); err != nil {
+		return err
+	}
 	if err := os.Chmod(s.Dir, 0o755); err != nil {
 		return err
 	}
@@ -111,7 +114,7 @@ func (s *Server) install(ctx context.Context) error {
 		return err
 	}
 	out, err := exec.CommandContext(ctx, bin("mariadb-install-db"), "--user=mysql", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+s.tmp()).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("server: mariadb-install-db: %w\n%s", err, out)
 	}
@@ -136,6 +139,11 @@ func chownMySQL(dir string) error {
 
 func (s *Server) sock() string { return filepath.Join(s.Dir, "sock") }
 
+// tmp is the server's own tmpdir. With the default /tmp, a mariadbd starting on this machine
+// deletes the #sql* files it finds there, including those a concurrent mariadb-install-db is
+// using ("Unknown table 'mysql.tmp_proxies_priv'", seen once in CI).
+func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
+
 // Start launches mariadbd on the existing datadir and port and waits until it answers.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -149,7 +157,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	cmd := exec.Command(bin("mariadbd"), "--no-defaults", "--user=mysql",
 		"--datadir="+filepath.Join(s.Dir, "data"), "--port="+strconv.Itoa(s.Port),
-		"--socket="+s.sock(), "--bind-address=127.0.0.1",
+		"--socket="+s.sock(), "--bind-address=127.0.0.1", "--tmpdir="+s.tmp(),
 		"--pid-file="+filepath.Join(s.Dir, "pid"), "--log-error="+filepath.Join(s.Dir, "err.log"),
 		"--max-connections=1000", "--innodb-buffer-pool-size=128M",
 		"--innodb-flush-log-at-trx-commit="+strconv.Itoa(s.FlushAtCommit),
