@@ -33,16 +33,17 @@ INSERT INTO outbox_messages (
 
 -- name: MessageClaimCandidates :many
 -- Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
--- types, by a plain consistent read that locks nothing. The ORDER BY is exactly the index order
--- (status, next_attempt_at, id): no filesort. due_from is where this read starts: where the
--- previous window ended when other claims held its rows, and, while a backlog drains, where
--- the worker's last claim ended: every claimed row leaves a delete-marked entry at the front of
--- the index until InnoDB's purge removes it, and a scan from the start walks through them. The
--- worker still scans from the start often (see claimLoop).
+-- types after the position (after_due, after_id), by a plain consistent read that locks nothing.
+-- The ORDER BY is exactly the index order (status, next_attempt_at, id): no filesort. The
+-- position is where the previous window ended when other claims held its rows (rows may share
+-- a next_attempt_at: Retry and reclaim give whole batches one), and, while a backlog drains,
+-- where the worker's last claim ended: every claimed row leaves a delete-marked entry at the
+-- front of the index until InnoDB's purge removes it. The worker still scans from the start
+-- often (see claimLoop).
 SELECT id, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
-  AND next_attempt_at >= sqlc.arg(due_from)
+  AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND event_type IN (sqlc.slice('event_types'))
 ORDER BY next_attempt_at, id
@@ -52,10 +53,9 @@ LIMIT ?;
 -- Step 2, same transaction: lock up to n of the candidates by primary key, skipping rows another
 -- claimer holds, and recheck under the lock that each is still PENDING, due and of our types
 -- (a locking read sees the latest committed row). Locking through the primary key is what makes
--- this cheap: a locking read through the claim index must check every index entry for an
--- implicit lock, which costs undo-log lookups on pages that claims and enqueues keep changing
--- (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11). A
--- transaction's own locks are not skipped: the worker never passes ids it already holds.
+-- this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
+-- both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
+-- ids it already holds.
 SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice('ids'))
@@ -66,8 +66,24 @@ ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
+-- name: MessageClaimSelect :many
+-- Step 2 when other claims held every candidate window (a claim left open by a hung worker, or
+-- many workers at once): lock due rows straight from the claim index, SKIP LOCKED passing over
+-- held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
+-- ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
+-- locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+FROM outbox_messages
+WHERE status = 'PENDING'
+  AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND event_type IN (sqlc.slice('event_types'))
+ORDER BY next_attempt_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
 -- name: MessageClaimMark :execrows
--- Step 2 of the claim, same transaction: the lease (reclaim_after) lives on the row.
+-- The claim's last statement, same transaction: the lease (reclaim_after) lives on the row.
 UPDATE outbox_messages
 SET status        = 'PROCESSING',
     attempts      = attempts + 1,
@@ -197,18 +213,24 @@ WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since));
 
 -- name: MessagePurgeSent :execrows
--- One small batch; the caller loops so no statement holds many row locks for long. The ORDER BY
--- is the claim index's order (no sort; a row's last next_attempt_at is before its sent_at, so
--- the oldest come first) and makes the statement deterministic for statement-based binlogs.
+-- One small batch; the caller loops so no statement holds many row locks for long. The scan runs
+-- on the claim index, bounded by next_attempt_at: a row was due before it was claimed and sent,
+-- so its next_attempt_at is never after its sent_at, and the bound only stops the scan at the
+-- cutoff instead of at the end of every retained SENT row (50,000 index reads to delete 999
+-- without it; 1,000 with it). The ORDER BY is the index order (no sort; the oldest first) and
+-- makes the statement deterministic for statement-based binlogs.
 DELETE FROM outbox_messages
 WHERE status = 'SENT'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND sent_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?;
 
 -- name: MessagePurgeFailed :execrows
+-- As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at.
 DELETE FROM outbox_messages
 WHERE status = 'FAILED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND failed_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?;

@@ -31,11 +31,12 @@
 //
 //  1. Claim: one short READ COMMITTED transaction reads the ids of due PENDING rows of the
 //     router's event types in the claim index's order without locking, locks them by primary
-//     key with FOR UPDATE SKIP LOCKED (topping up from a SKIP LOCKED scan of the index when
-//     another claim holds some) and rechecks under the lock that each is still due. It takes
-//     no more rows than there are free dispatch slots plus, while recent handlers were fast,
-//     the rows those slots will start within 50ms (a prefetched row that waited too long for a
-//     slot is given back unhandled rather than risk outliving its lease). It marks them
+//     key with FOR UPDATE SKIP LOCKED (reading further windows when other claims hold them, and
+//     a SKIP LOCKED scan of the index when they hold every window) and rechecks under the lock
+//     that each is still due. It takes no more rows than there are free dispatch slots plus,
+//     while recent handlers were fast, the rows those slots will start within 50ms (a
+//     prefetched row that waited too long for a slot is given back unhandled rather than risk
+//     outliving its lease). It marks them
 //     PROCESSING with attempts+1, claimed_at, a lease (reclaim_after = claimed_at +
 //     Config.StaleAfter) and a fresh claim_token, and commits. While a backlog drains, a claim
 //     starts where the last one ended and scans from the front every 100ms.

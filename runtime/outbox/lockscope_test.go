@@ -88,7 +88,7 @@ func TestResultWriteLocksOnlyItsOwnRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctx2tx.Rollback()
-	cands, err := q.MessageClaimCandidates(ctx2, ctx2tx, store.MessageClaimCandidatesParams{DueFrom: claimFromStart, EventTypes: []string{"lockscope"}, Limit: 20})
+	cands, err := q.MessageClaimCandidates(ctx2, ctx2tx, store.MessageClaimCandidatesParams{AfterDue: claimFromStart, EventTypes: []string{"lockscope"}, Limit: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,8 @@ func TestRangeWritesDoNotBlockEnqueue(t *testing.T) {
 	ctx := context.Background()
 	ids := enqueueN(t, db.DB, "rangescope", 40)
 	// Some rows SENT long ago, some FAILED, some PROCESSING with expired leases.
-	db.MustExec(t, "UPDATE outbox_messages SET status='SENT', sent_at = UTC_TIMESTAMP(6) - INTERVAL 30 DAY WHERE id <= ?", int64(ids[9]))
-	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED', failed_at = UTC_TIMESTAMP(6) - INTERVAL 30 DAY WHERE id > ? AND id <= ?", int64(ids[9]), int64(ids[19]))
+	db.MustExec(t, "UPDATE outbox_messages SET status='SENT', sent_at = UTC_TIMESTAMP(6) - INTERVAL 30 DAY, next_attempt_at = sent_at WHERE id <= ?", int64(ids[9]))
+	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED', failed_at = UTC_TIMESTAMP(6) - INTERVAL 30 DAY, next_attempt_at = failed_at WHERE id > ? AND id <= ?", int64(ids[9]), int64(ids[19]))
 	db.MustExec(t, "UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='t', claimed_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, reclaim_after = UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE WHERE id > ? AND id <= ?", int64(ids[19]), int64(ids[29]))
 	if _, err := db.Exec("ANALYZE TABLE outbox_messages"); err != nil {
 		t.Fatal(err)

@@ -23,8 +23,10 @@ func setRow(t testing.TB, db DBTX, id MessageID, set string, args ...any) {
 
 const (
 	processingSQL = "status='PROCESSING', attempts=1, claim_token='t', claimed_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)), reclaim_after=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
-	failedSQL     = "status='FAILED', attempts=max_attempts, last_error=?, failed_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
-	sentSQL       = "status='SENT', attempts=1, sent_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6))"
+	// A real row was due before it failed or was sent (Purge relies on it): single-table UPDATE
+	// assignments run left to right, so LEAST sees the new time.
+	failedSQL = "status='FAILED', attempts=max_attempts, last_error=?, failed_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)), next_attempt_at=LEAST(next_attempt_at, failed_at)"
+	sentSQL   = "status='SENT', attempts=1, sent_at=TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)), next_attempt_at=LEAST(next_attempt_at, sent_at)"
 )
 
 func TestStatsScriptedScenario(t *testing.T) {
@@ -141,7 +143,7 @@ func TestListFailedRetryPurge(t *testing.T) {
 	}
 	// Many rows in batches of 7.
 	more := enqueueN(t, db.DB, "ops_purge", 50)
-	if _, err := db.Exec("UPDATE outbox_messages SET status='FAILED', failed_at=TIMESTAMPADD(DAY, -2, UTC_TIMESTAMP(6)) WHERE event_type='ops_purge'"); err != nil {
+	if _, err := db.Exec("UPDATE outbox_messages SET status='FAILED', failed_at=TIMESTAMPADD(DAY, -2, UTC_TIMESTAMP(6)), next_attempt_at=failed_at WHERE event_type='ops_purge'"); err != nil {
 		t.Fatal(err)
 	}
 	n, err = Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, OlderThan: 24 * time.Hour, BatchSize: 7})
@@ -198,5 +200,45 @@ func TestOnce(t *testing.T) {
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM outbox_inbox").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("outbox_inbox rows = %d, %v; want 2", n, err)
+	}
+}
+
+// Purge must stop reading at its cutoff: a table keeps every SENT row of the retention window,
+// and each Purge call ends with a batch that finds fewer rows than its limit.
+func TestPurgeReadsOnlyUpToItsCutoff(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	for _, st := range []Status{StatusSent, StatusFailed} {
+		db.MustExec(t, "DELETE FROM outbox_messages")
+		enqueueN(t, db.DB, "purge", 3000)
+		col := "sent_at"
+		if st == StatusFailed {
+			col = "failed_at"
+		}
+		db.MustExec(t, "UPDATE outbox_messages SET status = ?, "+col+" = next_attempt_at", string(st))
+		// The 10 oldest: due and finished two hours ago.
+		db.MustExec(t, "UPDATE outbox_messages SET next_attempt_at = next_attempt_at - INTERVAL 2 HOUR, "+col+" = "+col+" - INTERVAL 2 HOUR ORDER BY id LIMIT 10")
+		pool := db.Open(t)
+		pool.SetMaxOpenConns(1) // one session, so its counters are the purge's
+		reads := func() int {
+			var name string
+			var n int
+			if err := pool.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Handler_read_next'").Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := reads()
+		n, err := Purge(ctx, pool, PurgeFilter{Status: st, OlderThan: time.Hour, BatchSize: 100})
+		if err != nil || n != 10 {
+			t.Fatalf("%s: Purge = %d, %v; want the 10 old rows", st, n, err)
+		}
+		if r := reads() - before; r > 500 {
+			t.Errorf("%s: Purge read %d index entries to delete 10 of 3,010 rows; it should stop at its cutoff", st, r)
+		}
+		if left := countRows(t, db, "1=1"); left != 2990 {
+			t.Fatalf("%s: %d rows left, want 2990", st, left)
+		}
 	}
 }

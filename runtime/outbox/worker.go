@@ -201,6 +201,7 @@ type Worker struct {
 	// Test seams.
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
+	claimFallbacks   atomic.Int64        // claims that fell back to the index scan
 }
 
 type inflight struct {
@@ -336,8 +337,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // claimLoop is the worker's main loop; one goroutine, so it never overlaps itself.
 //
-// While a backlog drains, a claim starts at the due time of the last row the previous claim
-// took (seek) instead of at the front of the claim index, which is full of the delete-marked
+// While a backlog drains, a claim starts after the last row the previous claim took (seek)
+// instead of at the front of the claim index, which is full of the delete-marked
 // entries of rows just claimed until InnoDB purges them. Every rescanEvery, and whenever a
 // seeking claim comes back short, the next claim scans from the front, so no due row is left
 // behind.
@@ -345,7 +346,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	wait, backlog := false, false
-	var seek, scanned time.Time // seek: due time of the last row claimed; scanned: last claim from the front
+	var seek claimPos     // where the last claim ended
+	var scanned time.Time // when a claim last started from the front
 	rescan := false
 	for {
 		if wait {
@@ -369,8 +371,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.release(n)
 			return
 		}
-		seeking := backlog && !rescan && !seek.IsZero() && time.Since(scanned) < rescanEvery
-		from := time.Time{}
+		seeking := backlog && !rescan && !seek.due.IsZero() && time.Since(scanned) < rescanEvery
+		var from claimPos
 		if seeking {
 			from = seek
 		} else {
@@ -476,31 +478,34 @@ type claimed struct {
 }
 
 // claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
-// their handlers. last is the latest due time among the rows claimed; more is claim's.
-func (w *Worker) claimAndDispatch(ctx context.Context, n int, from time.Time) (got int, last time.Time, more bool, err error) {
+// their handlers. last is the latest position (due time, id) among the rows claimed; more is
+// claim's.
+func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
 	rows, more, err := w.claim(ctx, n, from)
 	w.release(n - len(rows))
 	if err != nil {
-		return 0, time.Time{}, false, err
+		return 0, claimPos{}, false, err
 	}
 	for _, m := range rows {
 		w.startDispatch(m)
-		if m.due.After(last) {
-			last = m.due
+		if p := (claimPos{due: m.due, id: int64(m.id)}); p.after(last) {
+			last = p
 		}
 	}
 	return len(rows), last, more, nil
 }
 
 // claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
-// router's types and marks them PROCESSING under a fresh token. It reads the ids of the first
-// 2n due rows without locking (index order), then locks n of them by primary key, SKIP LOCKED:
-// claims never wait for each other. When other claims hold part of that window, it reads the
-// next window, up to claimRounds of them. more says due rows were left past the last window.
+// router's types after from and marks them PROCESSING under a fresh token. It reads the ids of
+// the first 2n due rows without locking (index order), then locks the first n of them by
+// primary key, SKIP LOCKED: claims never wait for each other. When other claims hold some, it
+// takes the rest of the window, then the next window, up to claimRounds of them, and when
+// every window was held, falls back to a SKIP LOCKED scan of the claim index. more says due
+// rows were left past the last window.
 // A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
 // milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
-func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed, more bool, err error) {
+func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := time.Now()
@@ -515,40 +520,72 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 			}
 		}
 	}()
-	if from.IsZero() {
-		from = claimFromStart
+	if from.due.IsZero() {
+		from.due = claimFromStart
 	}
 	db := inlineExec{tx}
 	var rows []store.MessageClaimLockIDsRow
 	have := map[int64]bool{}
+	lock := func(ids []int64, limit int) error {
+		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(limit)})
+		if err != nil {
+			return fmt.Errorf("claim lock: %w", err)
+		}
+		for _, r := range locked {
+			have[r.ID] = true
+			rows = append(rows, r)
+		}
+		return nil
+	}
+	after := from
 	for round := 0; round < claimRounds && len(rows) < n; round++ {
-		cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{DueFrom: from, EventTypes: w.types, Limit: int32(2 * n)})
+		cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{
+			AfterDue: after.due, AfterID: after.id, EventTypes: w.types, Limit: int32(2 * n)})
 		if err != nil {
 			return nil, false, fmt.Errorf("claim candidates: %w", err)
 		}
 		ids := make([]int64, 0, len(cands))
 		for _, c := range cands {
-			if !have[c.ID] { // the window's first rows may be ones this claim holds
+			if !have[c.ID] {
 				ids = append(ids, c.ID)
 			}
 		}
-		if len(ids) > 0 {
-			locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(n - len(rows))})
-			if err != nil {
-				return nil, false, fmt.Errorf("claim lock: %w", err)
-			}
-			for _, r := range locked {
-				have[r.ID] = true
-				rows = append(rows, r)
+		// First exactly the rows still needed, in due order, so the claim takes the oldest;
+		// then, if others held some of them, the rest of the window.
+		need := min(n-len(rows), len(ids))
+		if need > 0 {
+			if err := lock(ids[:need], need); err != nil {
+				return nil, false, err
 			}
 		}
-		// A full window means more due rows lie past it: other claims hold this window's rows
-		// (read past them), or this claim is full.
+		if len(rows) < n && len(ids) > need {
+			if err := lock(ids[need:], n-len(rows)); err != nil {
+				return nil, false, err
+			}
+		}
+		// A full window means more due rows lie past it.
 		more = len(cands) == 2*n
 		if !more {
 			break
 		}
-		from = cands[len(cands)-1].NextAttemptAt
+		last := cands[len(cands)-1]
+		after = claimPos{due: last.NextAttemptAt, id: last.ID}
+	}
+	if len(rows) < n && more {
+		// Other claims held every window: a claim left open by a hung worker, or many workers
+		// at once. The index scan skips held rows wherever they are; it returns ours too.
+		w.claimFallbacks.Add(1)
+		extra, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{
+			AfterDue: from.due, AfterID: from.id, EventTypes: w.types, Limit: int32(n + len(rows))})
+		if err != nil {
+			return nil, false, fmt.Errorf("claim select: %w", err)
+		}
+		for _, r := range extra {
+			if len(rows) < n && !have[r.ID] {
+				have[r.ID] = true
+				rows = append(rows, store.MessageClaimLockIDsRow(r))
+			}
+		}
 	}
 	if w.afterClaimSelect != nil {
 		w.afterClaimSelect()
@@ -592,6 +629,16 @@ func (w *Worker) claim(ctx context.Context, n int, from time.Time) (_ []claimed,
 	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
 		slog.String("claim_token", token), slog.Duration("took", d))
 	return out, more, nil
+}
+
+// claimPos is a position in the claim index's order: (next_attempt_at, id).
+type claimPos struct {
+	due time.Time
+	id  int64
+}
+
+func (p claimPos) after(o claimPos) bool {
+	return p.due.After(o.due) || (p.due.Equal(o.due) && p.id > o.id)
 }
 
 // claimFromStart is before every next_attempt_at (DATETIME starts at year 1000; the driver

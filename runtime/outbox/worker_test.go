@@ -359,7 +359,7 @@ func TestAbandonedClaimReclaimedAndLateResultFenced(t *testing.T) {
 	dead := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 400 * time.Millisecond})
 	id := enqueueN(t, db.DB, "abandoned", 1)[0]
 	// The "dead" worker claims and never records: what a crash between claim and record leaves.
-	got, _, err := dead.claim(ctx, 1, time.Time{})
+	got, _, err := dead.claim(ctx, 1, claimPos{})
 	if err != nil || len(got) != 1 || got[0].id != id {
 		t.Fatalf("claim = %+v, %v", got, err)
 	}
@@ -454,7 +454,7 @@ func TestReclaimExhaustedGoesFailed(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
 	id := enqueueN(t, db.DB, "kills_worker", 1)[0]
 	setRow(t, db, id, "max_attempts = 1")
-	if got, _, err := w.claim(ctx, 1, time.Time{}); err != nil || len(got) != 1 {
+	if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -477,11 +477,11 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	short := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 700 * time.Millisecond})
 	long := newTestWorker(t, db.Open(t), r, Config{StaleAfter: 30 * time.Second})
 	enqueueN(t, db.DB, "lease", 2)
-	a, _, err := short.claim(ctx, 1, time.Time{})
+	a, _, err := short.claim(ctx, 1, claimPos{})
 	if err != nil || len(a) != 1 {
 		t.Fatal(a, err)
 	}
-	b, _, err := long.claim(ctx, 1, time.Time{})
+	b, _, err := long.claim(ctx, 1, claimPos{})
 	if err != nil || len(b) != 1 {
 		t.Fatal(b, err)
 	}
@@ -520,7 +520,7 @@ func TestEnqueueNotBlockedByOpenClaim(t *testing.T) {
 	}
 	claimErr := make(chan error, 1)
 	go func() {
-		got, _, err := w.claim(ctx, 10, time.Time{})
+		got, _, err := w.claim(ctx, 10, claimPos{})
 		if err == nil && len(got) != 3 {
 			err = fmt.Errorf("claimed %d rows, want the 3 due ones", len(got))
 		}
@@ -1068,7 +1068,7 @@ func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	}
 	aGot := make(chan []claimed, 1)
 	go func() {
-		got, _, err := a.claim(ctx, 10, time.Time{})
+		got, _, err := a.claim(ctx, 10, claimPos{})
 		if err != nil {
 			t.Error(err)
 		}
@@ -1078,7 +1078,7 @@ func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	// a holds the 10 oldest rows. b's 5 candidates are all among them.
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	bGot, _, err := b.claim(bctx, 5, time.Time{})
+	bGot, _, err := b.claim(bctx, 5, claimPos{})
 	close(release)
 	if err != nil {
 		t.Fatalf("claim while another claim holds its candidates: %v", err)
@@ -1096,5 +1096,102 @@ func TestClaimPassesRowsAnotherClaimHolds(t *testing.T) {
 	}
 	if n := countRows(t, db, "status='PROCESSING'"); n != 15 {
 		t.Fatalf("%d rows PROCESSING, want 15", n)
+	}
+}
+
+// A claim that stays open (a hung worker, an admin's SELECT ... FOR UPDATE) holding the oldest
+// rows must not stop other workers: once every candidate window is held, the claim falls back
+// to the index scan, which skips held rows wherever they are.
+func TestOpenClaimOnOldestRowsDoesNotStopOthers(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	r := NewRouter()
+	r.Handle("held", Policy{}, func(_ context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		return nil
+	})
+	hung := newTestWorker(t, db.Open(t), r, Config{})
+	enqueueN(t, db.DB, "held", 1000)
+	inClaim, release := make(chan struct{}), make(chan struct{})
+	hung.afterClaimSelect = func() {
+		close(inClaim)
+		<-release
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := hung.claim(ctx, 100, claimPos{})
+		done <- err
+	}()
+	<-inClaim
+	defer func() {
+		close(release)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	w := newTestWorker(t, db.Open(t), r, Config{}) // Concurrency 16: 3 windows of 32 < 100 held rows
+	start(t, w)
+	// Well inside claimTimeout (10 s), after which the held claim would give its rows up anyway.
+	waitFor(t, 5*time.Second, "the 900 rows not held handled", func() bool { return c.total() >= 900 })
+	if n := w.claimFallbacks.Load(); n == 0 {
+		t.Fatal("no claim fell back to the index scan, yet every window was held")
+	}
+}
+
+// Rows often share a next_attempt_at (Retry and reclaim set whole batches to one instant). A
+// claim whose first window is held must still move past it: windows advance by (due, id).
+func TestClaimWindowsAdvancePastTiedDueTimes(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("tie", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	enqueueN(t, db.DB, "tie", 300)
+	db.MustExec(t, "UPDATE outbox_messages SET next_attempt_at = '2026-01-01 00:00:00'")
+	var holders []chan struct{}
+	var held []claimed
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		w := newTestWorker(t, db.Open(t), r, Config{})
+		in, release := make(chan struct{}), make(chan struct{})
+		w.afterClaimSelect = func() { close(in); <-release }
+		holders = append(holders, release)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, _, err := w.claim(ctx, 10, claimPos{})
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			held = append(held, got...)
+			mu.Unlock()
+		}()
+		<-in
+	}
+	third := newTestWorker(t, db.Open(t), r, Config{})
+	got, _, err := third.claim(ctx, 10, claimPos{})
+	for _, release := range holders {
+		close(release)
+	}
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || len(held) != 20 {
+		t.Fatalf("claims got %d (third) and %d (the two held), want 10 and 20", len(got), len(held))
+	}
+	seen := map[MessageID]bool{}
+	for _, m := range append(held, got...) {
+		if seen[m.id] {
+			t.Fatalf("message %d claimed twice", m.id)
+		}
+		seen[m.id] = true
+	}
+	if n := third.claimFallbacks.Load(); n != 0 {
+		t.Fatalf("the third claim fell back to the index scan %d times; its second window should have had free rows", n)
 	}
 }

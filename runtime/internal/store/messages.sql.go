@@ -50,7 +50,7 @@ const messageClaimCandidates = `-- name: MessageClaimCandidates :many
 SELECT id, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
-  AND next_attempt_at >= ?
+  AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND event_type IN (/*SLICE:event_types*/?)
 ORDER BY next_attempt_at, id
@@ -58,7 +58,8 @@ LIMIT ?
 `
 
 type MessageClaimCandidatesParams struct {
-	DueFrom    time.Time
+	AfterDue   time.Time
+	AfterID    int64
 	EventTypes []string
 	Limit      int32
 }
@@ -69,16 +70,19 @@ type MessageClaimCandidatesRow struct {
 }
 
 // Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
-// types, by a plain consistent read that locks nothing. The ORDER BY is exactly the index order
-// (status, next_attempt_at, id): no filesort. due_from is where this read starts: where the
-// previous window ended when other claims held its rows, and, while a backlog drains, where
-// the worker's last claim ended: every claimed row leaves a delete-marked entry at the front of
-// the index until InnoDB's purge removes it, and a scan from the start walks through them. The
-// worker still scans from the start often (see claimLoop).
+// types after the position (after_due, after_id), by a plain consistent read that locks nothing.
+// The ORDER BY is exactly the index order (status, next_attempt_at, id): no filesort. The
+// position is where the previous window ended when other claims held its rows (rows may share
+// a next_attempt_at: Retry and reclaim give whole batches one), and, while a backlog drains,
+// where the worker's last claim ended: every claimed row leaves a delete-marked entry at the
+// front of the index until InnoDB's purge removes it. The worker still scans from the start
+// often (see claimLoop).
 func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg MessageClaimCandidatesParams) ([]MessageClaimCandidatesRow, error) {
 	query := messageClaimCandidates
 	var queryParams []interface{}
-	queryParams = append(queryParams, arg.DueFrom)
+	queryParams = append(queryParams, arg.AfterDue)
+	queryParams = append(queryParams, arg.AfterDue)
+	queryParams = append(queryParams, arg.AfterID)
 	if len(arg.EventTypes) > 0 {
 		for _, v := range arg.EventTypes {
 			queryParams = append(queryParams, v)
@@ -142,10 +146,9 @@ type MessageClaimLockIDsRow struct {
 // Step 2, same transaction: lock up to n of the candidates by primary key, skipping rows another
 // claimer holds, and recheck under the lock that each is still PENDING, due and of our types
 // (a locking read sees the latest committed row). Locking through the primary key is what makes
-// this cheap: a locking read through the claim index must check every index entry for an
-// implicit lock, which costs undo-log lookups on pages that claims and enqueues keep changing
-// (3.8 ms for 100 rows against 1.7 ms for both steps, measured on MariaDB 10.11). A
-// transaction's own locks are not skipped: the worker never passes ids it already holds.
+// this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
+// both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
+// ids it already holds.
 func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageClaimLockIDsParams) ([]MessageClaimLockIDsRow, error) {
 	query := messageClaimLockIDs
 	var queryParams []interface{}
@@ -214,7 +217,7 @@ type MessageClaimMarkParams struct {
 	Ids        []int64
 }
 
-// Step 2 of the claim, same transaction: the lease (reclaim_after) lives on the row.
+// The claim's last statement, same transaction: the lease (reclaim_after) lives on the row.
 func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClaimMarkParams) (int64, error) {
 	query := messageClaimMark
 	var queryParams []interface{}
@@ -233,6 +236,87 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const messageClaimSelect = `-- name: MessageClaimSelect :many
+SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+FROM outbox_messages
+WHERE status = 'PENDING'
+  AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND event_type IN (/*SLICE:event_types*/?)
+ORDER BY next_attempt_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED
+`
+
+type MessageClaimSelectParams struct {
+	AfterDue   time.Time
+	AfterID    int64
+	EventTypes []string
+	Limit      int32
+}
+
+type MessageClaimSelectRow struct {
+	ID             int64
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey string
+	Attempts       int32
+	MaxAttempts    int32
+	CreatedAt      time.Time
+	NextAttemptAt  time.Time
+}
+
+// Step 2 when other claims held every candidate window (a claim left open by a hung worker, or
+// many workers at once): lock due rows straight from the claim index, SKIP LOCKED passing over
+// held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
+// ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
+// locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
+func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageClaimSelectParams) ([]MessageClaimSelectRow, error) {
+	query := messageClaimSelect
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.AfterDue)
+	queryParams = append(queryParams, arg.AfterDue)
+	queryParams = append(queryParams, arg.AfterID)
+	if len(arg.EventTypes) > 0 {
+		for _, v := range arg.EventTypes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:event_types*/?", strings.Repeat(",?", len(arg.EventTypes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:event_types*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Limit)
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageClaimSelectRow
+	for rows.Next() {
+		var i MessageClaimSelectRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Payload,
+			&i.IdempotencyKey,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.NextAttemptAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const messageCountFailed = `-- name: MessageCountFailed :one
@@ -584,6 +668,7 @@ func (q *Queries) MessageMarkSent(ctx context.Context, db DBTX, arg MessageMarkS
 const messagePurgeFailed = `-- name: MessagePurgeFailed :execrows
 DELETE FROM outbox_messages
 WHERE status = 'FAILED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND failed_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?
@@ -594,8 +679,9 @@ type MessagePurgeFailedParams struct {
 	Limit       int32
 }
 
+// As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at.
 func (q *Queries) MessagePurgeFailed(ctx context.Context, db DBTX, arg MessagePurgeFailedParams) (int64, error) {
-	result, err := db.ExecContext(ctx, messagePurgeFailed, arg.OlderThanUs, arg.Limit)
+	result, err := db.ExecContext(ctx, messagePurgeFailed, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -605,6 +691,7 @@ func (q *Queries) MessagePurgeFailed(ctx context.Context, db DBTX, arg MessagePu
 const messagePurgeSent = `-- name: MessagePurgeSent :execrows
 DELETE FROM outbox_messages
 WHERE status = 'SENT'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND sent_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?
@@ -615,11 +702,14 @@ type MessagePurgeSentParams struct {
 	Limit       int32
 }
 
-// One small batch; the caller loops so no statement holds many row locks for long. The ORDER BY
-// is the claim index's order (no sort; a row's last next_attempt_at is before its sent_at, so
-// the oldest come first) and makes the statement deterministic for statement-based binlogs.
+// One small batch; the caller loops so no statement holds many row locks for long. The scan runs
+// on the claim index, bounded by next_attempt_at: a row was due before it was claimed and sent,
+// so its next_attempt_at is never after its sent_at, and the bound only stops the scan at the
+// cutoff instead of at the end of every retained SENT row (50,000 index reads to delete 999
+// without it; 1,000 with it). The ORDER BY is the index order (no sort; the oldest first) and
+// makes the statement deterministic for statement-based binlogs.
 func (q *Queries) MessagePurgeSent(ctx context.Context, db DBTX, arg MessagePurgeSentParams) (int64, error) {
-	result, err := db.ExecContext(ctx, messagePurgeSent, arg.OlderThanUs, arg.Limit)
+	result, err := db.ExecContext(ctx, messagePurgeSent, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
 	if err != nil {
 		return 0, err
 	}
