@@ -188,14 +188,7 @@ func TestEnqueueStoresValuesExactly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prepares := func() int {
-			var name string
-			var n int
-			if err := conn.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+		prepares := func() int { return sessionStatus(t, conn, "Com_stmt_prepare") }
 		before := prepares()
 		id, err := Enqueue(ctx, conn, Message{EventType: "exact?type'", Payload: payload, IdempotencyKey: key})
 		if err != nil {

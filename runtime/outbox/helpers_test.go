@@ -97,3 +97,15 @@ func itoa(i int) string {
 }
 
 func migrated(t testing.TB) *testdb.DB { return testdb.Migrated(t) }
+
+// sessionStatus reads one SHOW SESSION STATUS counter; db must be a single session (a *sql.Conn,
+// or a pool limited to one connection) for the counter to be that session's.
+func sessionStatus(t testing.TB, db DBTX, name string) int {
+	t.Helper()
+	var got string
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&got, &n); err != nil {
+		t.Fatalf("session status %s: %v", name, err)
+	}
+	return n
+}

@@ -221,14 +221,7 @@ func TestPurgeReadsOnlyUpToItsCutoff(t *testing.T) {
 		db.MustExec(t, "UPDATE outbox_messages SET next_attempt_at = next_attempt_at - INTERVAL 2 HOUR, "+col+" = "+col+" - INTERVAL 2 HOUR ORDER BY id LIMIT 10")
 		pool := db.Open(t)
 		pool.SetMaxOpenConns(1) // one session, so its counters are the purge's
-		reads := func() int {
-			var name string
-			var n int
-			if err := pool.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Handler_read_next'").Scan(&name, &n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+		reads := func() int { return sessionStatus(t, pool, "Handler_read_next") }
 		before := reads()
 		n, err := Purge(ctx, pool, PurgeFilter{Status: st, OlderThan: time.Hour, BatchSize: 100})
 		if err != nil || n != 10 {
