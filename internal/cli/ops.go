@@ -83,7 +83,9 @@ const purgeHelp = `usage: outboxgen purge --older-than D [--status sent|failed] 
 
 Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
 D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
-locks for long (outbox.Purge). Ages are measured on the database clock. Prints the count.
+locks for long (outbox.Purge). Ages are measured on the database clock. A row made FAILED by
+hand while it was due in the future is purged once that due time is older than D, too.
+Prints the count.
 `
 
 const migrateHelp = `usage: outboxgen migrate [--dsn DSN]

@@ -205,7 +205,9 @@ type PurgeFilter struct {
 	// Status is StatusSent or StatusFailed; anything else is an error. Required.
 	Status Status
 	// OlderThan is the retention: rows sent (or failed) more than OlderThan ago, by the database
-	// clock, are deleted. Must be >= 0.
+	// clock, are deleted. Must be >= 0. The purge scans by next_attempt_at, which the runtime
+	// never sets after sent_at or failed_at; a row made FAILED by hand while due in the future
+	// waits until that due time is also older than OlderThan.
 	OlderThan time.Duration
 	// BatchSize is the number of rows one DELETE removes, so that no statement holds many row
 	// locks for long. Defaults to 1000.

@@ -551,7 +551,8 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 			}
 		}
 		// First exactly the rows still needed, in due order, so the claim takes the oldest;
-		// then, if others held some of them, the rest of the window.
+		// then, if others held some of them, the rest of the window (lowest ids first, so a
+		// row due earlier with a higher id can fall behind the seek until the next rescan).
 		need := min(n-len(rows), len(ids))
 		if need > 0 {
 			if err := lock(ids[:need], need); err != nil {
