@@ -84,9 +84,9 @@ const (
 	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
 	handlerEWMAWeight = 0.2
 	// claimRounds is how many windows of 2n candidate rows one claim reads when other claims
-	// hold the rows of the first: enough for a few workers claiming at the same moment. With
-	// many more, a claim can find every window held and come back empty; its worker then
-	// waits for its next poll or wake-up while the others drain.
+	// hold the rows of the first: enough for a few workers claiming at the same moment. When
+	// every window is held (many more workers, or a claim left open by a hung one), the claim
+	// falls back to the slower SKIP LOCKED scan of the claim index.
 	claimRounds = 3
 	// rescanEvery bounds how long a backlog drain claims from where its last claim ended
 	// (claimed.due) before scanning the claim index from the start again. A row due before that
