@@ -48,14 +48,7 @@ func TestResultWriteLocksOnlyItsOwnRows(t *testing.T) {
 		t.Fatalf("held write: %d rows, %v", n, err)
 	}
 
-	other, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		t.Fatal(err)
-	}
+	other := impatientConn(t, db.DB)
 	// The application's enqueue.
 	tx, err := other.BeginTx(ctx, nil)
 	if err != nil {
@@ -115,14 +108,7 @@ func TestRangeWritesDoNotBlockEnqueue(t *testing.T) {
 	if _, err := db.Exec("ANALYZE TABLE outbox_messages"); err != nil {
 		t.Fatal(err)
 	}
-	other, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		t.Fatal(err)
-	}
+	other := impatientConn(t, db.DB)
 	enqueueWhileHeld := func(what string, write func(tx *sql.Tx) (int64, error), want int64) {
 		t.Helper()
 		n, err := execReadCommitted(ctx, db.DB, func(tx *sql.Tx) (int64, error) {
@@ -152,4 +138,19 @@ func TestRangeWritesDoNotBlockEnqueue(t *testing.T) {
 	enqueueWhileHeld("a purge of FAILED", func(tx *sql.Tx) (int64, error) {
 		return q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: (24 * time.Hour).Microseconds(), Limit: 1000})
 	}, 10)
+}
+
+// impatientConn is a session that gives up on a row lock after 1 s (error 1205), so a test
+// sees a lock wait as an error instead of a hang. Closed when the test ends.
+func impatientConn(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
