@@ -185,12 +185,7 @@ func inlineArgs(query string, args []any) (string, error) {
 
 func writeHexString(b *strings.Builder, v []byte) {
 	b.WriteString("_utf8mb4 X'")
-	var buf [256]byte
-	for len(v) > 0 {
-		n := min(len(v), len(buf)/2)
-		b.Write(hex.AppendEncode(buf[:0], v[:n]))
-		v = v[n:]
-	}
+	_, _ = hex.NewEncoder(b).Write(v) // strings.Builder.Write always returns len(p), nil
 	b.WriteByte('\'')
 }
 
