@@ -520,11 +520,61 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 			}
 		}
 	}()
+	db := inlineExec{tx}
+	rows, more, err := w.lockDue(ctx, db, n, from)
+	if err != nil {
+		return nil, false, err
+	}
+	if w.afterClaimSelect != nil {
+		w.afterClaimSelect()
+	}
+	if len(rows) == 0 {
+		// Nothing locked; ending the transaction either way releases nothing.
+		if err := tx.Commit(); err != nil {
+			return nil, false, fmt.Errorf("commit empty claim: %w", err)
+		}
+		w.cfg.Observer.Claimed(0, time.Since(start))
+		return nil, more, nil
+	}
+	token := newToken()
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	marked, err := q.MessageClaimMark(ctx, db, store.MessageClaimMarkParams{
+		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("claim mark: %w", err)
+	}
+	if marked != int64(len(rows)) {
+		// The rows are locked by this transaction, so this cannot happen short of a bug.
+		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("commit claim: %w", err)
+	}
+	out := make([]claimed, len(rows))
+	for i, r := range rows {
+		out[i] = claimed{
+			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
+			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
+			claimStart: start,
+		}
+	}
+	d := time.Since(start)
+	w.cfg.Observer.Claimed(len(out), d)
+	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
+		slog.String("claim_token", token), slog.Duration("took", d))
+	return out, more, nil
+}
+
+// lockDue locks up to n due rows of this router's types after from, inside the claim's
+// transaction (see claim for the steps). more says due rows were left past the last window.
+func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPos) (rows []store.MessageClaimLockIDsRow, more bool, err error) {
 	if from.due.IsZero() {
 		from.due = claimFromStart
 	}
-	db := inlineExec{tx}
-	var rows []store.MessageClaimLockIDsRow
 	have := map[int64]bool{}
 	lock := func(ids []int64, limit int) error {
 		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(limit)})
@@ -588,48 +638,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 			}
 		}
 	}
-	if w.afterClaimSelect != nil {
-		w.afterClaimSelect()
-	}
-	if len(rows) == 0 {
-		// Nothing locked; ending the transaction either way releases nothing.
-		if err := tx.Commit(); err != nil {
-			return nil, false, fmt.Errorf("commit empty claim: %w", err)
-		}
-		w.cfg.Observer.Claimed(0, time.Since(start))
-		return nil, more, nil
-	}
-	token := newToken()
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	marked, err := q.MessageClaimMark(ctx, db, store.MessageClaimMarkParams{
-		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("claim mark: %w", err)
-	}
-	if marked != int64(len(rows)) {
-		// The rows are locked by this transaction, so this cannot happen short of a bug.
-		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("commit claim: %w", err)
-	}
-	out := make([]claimed, len(rows))
-	for i, r := range rows {
-		out[i] = claimed{
-			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
-			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
-			claimStart: start,
-		}
-	}
-	d := time.Since(start)
-	w.cfg.Observer.Claimed(len(out), d)
-	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
-		slog.String("claim_token", token), slog.Duration("took", d))
-	return out, more, nil
+	return rows, more, nil
 }
 
 // claimPos is a position in the claim index's order: (next_attempt_at, id).
