@@ -336,18 +336,7 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	rec := &recorder{}
 	holderL := New(d.Open(t), WithWatchdog(0))
 	waiter := New(d.Open(t), WithReporter(rec))
-	release := make(chan struct{})
-	holding := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := holderL.TryDo(context.Background(), ln, func(context.Context) error {
-			close(holding)
-			<-release
-			return nil
-		})
-		done <- err
-	}()
-	<-holding
+	defer holdLock(t, holderL, ln)()
 	type res struct {
 		ran bool
 		err error
@@ -380,10 +369,6 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	}
 	if rec.kinds() != "acquire_failed" || rec.all()[0].ConnID != id {
 		t.Fatalf("incidents %+v, want acquire_failed for the killed waiter %d", rec.all(), id)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 

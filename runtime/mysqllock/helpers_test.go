@@ -50,6 +50,37 @@ func (r *recorder) kinds() string {
 	return strings.Join(ks, ",")
 }
 
+// holdLock holds name with l in the background until the returned release is called; release
+// lets fn return, waits for TryDo, and fails the test on its error.
+func holdLock(t testing.TB, l *Locker, name string) (release func()) {
+	t.Helper()
+	stop := make(chan struct{})
+	holding := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		ran, err := l.TryDo(context.Background(), name, func(context.Context) error {
+			close(holding)
+			<-stop
+			return nil
+		})
+		if err == nil && !ran {
+			err = errors.New("TryDo: the lock was busy")
+		}
+		done <- err
+	}()
+	select {
+	case <-holding:
+	case err := <-done:
+		t.Fatalf("holding %s: %v", name, err)
+	}
+	return func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // holder returns the CONNECTION_ID() holding the server lock name, 0 when free.
 func holder(t testing.TB, db *sql.DB, name string) int64 {
 	t.Helper()

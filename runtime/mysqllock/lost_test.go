@@ -238,24 +238,7 @@ func TestDoWaitCancelled(t *testing.T) {
 	holderL := New(d.Open(t), WithWatchdog(0))
 	wdb := d.Open(t)
 	waiter := New(wdb, WithReporter(rec))
-	release := make(chan struct{})
-	holding := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := holderL.TryDo(context.Background(), ln, func(context.Context) error {
-			close(holding)
-			<-release
-			return nil
-		})
-		done <- err
-	}()
-	<-holding
-	defer func() {
-		close(release)
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer holdLock(t, holderL, ln)()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
