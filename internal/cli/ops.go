@@ -441,7 +441,8 @@ func countFailed(ctx context.Context, db outbox.DBTX, f outbox.Filter) (int64, e
 }
 
 // newestFailed returns up to n of the most recently FAILED messages, newest first: one
-// ListFailed, an index range on (status, failed_at) read backwards.
+// ListFailed, which reads the FAILED rows through the claim index's status prefix and keeps the
+// newest n (a top-n sort: its cost grows with the FAILED rows that Purge has not yet removed).
 func newestFailed(ctx context.Context, db outbox.DBTX, n int) ([]outbox.FailedMessage, error) {
 	return outbox.ListFailed(ctx, db, outbox.Filter{Newest: true}, n)
 }
