@@ -83,8 +83,12 @@ func passwordForms(p string) []string {
 	return []string{p, url.QueryEscape(p), url.PathEscape(p)}
 }
 
-// scrub removes every form of the password from s. Longer forms go first so a short form that
-// is a substring of an escaped one cannot leave the rest behind.
+// scrub masks every form of the password in s except where it is part of a longer word: where
+// a letter, digit or '_' at its edge is continued by another on that side. A password that is an ordinary word
+// ("outbox", "app") would otherwise mangle table and database names in server errors
+// ("Table 'app2.*****_messages'"), while everywhere a password actually leaks (a DSN's
+// user:password@, a quoted flag value, a URL) something else delimits it. Longer forms go first,
+// so a short form that is a substring of an escaped one cannot leave the rest behind.
 func scrub(s string, secrets []string) string {
 	sorted := append([]string(nil), secrets...)
 	for i := 1; i < len(sorted); i++ {
@@ -93,9 +97,37 @@ func scrub(s string, secrets []string) string {
 		}
 	}
 	for _, sec := range sorted {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "*****")
+		if sec == "" {
+			continue
 		}
+		var b strings.Builder
+		done := 0 // s[:done] is in b
+		for from := 0; ; {
+			i := strings.Index(s[from:], sec)
+			if i < 0 {
+				break
+			}
+			i += from
+			end := i + len(sec)
+			continuedBefore := i > 0 && wordByte(sec[0]) && wordByte(s[i-1])
+			continuedAfter := end < len(s) && wordByte(sec[len(sec)-1]) && wordByte(s[end])
+			if !continuedBefore && !continuedAfter {
+				b.WriteString(s[done:i])
+				b.WriteString("*****")
+				done = end
+				from = end
+			} else {
+				from = i + 1
+			}
+		}
+		b.WriteString(s[done:])
+		s = b.String()
 	}
 	return s
+}
+
+// wordByte says whether c continues a word: ASCII letters, digits, '_', and every byte of a
+// multi-byte UTF-8 character.
+func wordByte(c byte) bool {
+	return c == '_' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }

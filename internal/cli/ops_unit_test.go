@@ -131,4 +131,19 @@ func TestScrub(t *testing.T) {
 	if got := scrub("nothing here", nil); got != "nothing here" {
 		t.Errorf("scrub with no secrets changed the text: %q", got)
 	}
+	// A password that is an ordinary word is masked where it stands alone, not inside names.
+	for _, c := range []struct{ pw, in, want string }{
+		{"outbox", "Error 1146: Table 'outbox.outbox_messages' doesn't exist", "Error 1146: Table '*****.outbox_messages' doesn't exist"},
+		{"app", "Unknown database 'app2' for user 'app'@'%'", "Unknown database 'app2' for user '*****'@'%'"},
+		{"app", "dial app:app@tcp(db)/x: app", "dial *****:*****@tcp(db)/x: *****"},
+		{"s3cr3t", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té"},
+		{"s3cr3t", "(s3cr3t)s3cr3t", "(*****)*****"},
+		{"s3cr3t", "s3cr3ts3cr3t s3cr3t", "s3cr3ts3cr3t *****"},
+		{"aa", "aaa aa", "aaa *****"},
+		{"-x-", "a-x-b -x--x-", "a*****b **********"},
+	} {
+		if got := scrub(c.in, passwordForms(c.pw)); got != c.want {
+			t.Errorf("scrub(%q) with password %q = %q, want %q", c.in, c.pw, got, c.want)
+		}
+	}
 }
