@@ -83,12 +83,14 @@ func passwordForms(p string) []string {
 	return []string{p, url.QueryEscape(p), url.PathEscape(p)}
 }
 
-// scrub masks every form of the password in s except where it is part of a longer word: where
-// a letter, digit or '_' at its edge is continued by another on that side. A password that is an ordinary word
-// ("outbox", "app") would otherwise mangle table and database names in server errors
-// ("Table 'app2.*****_messages'"), while everywhere a password actually leaks (a DSN's
-// user:password@, a quoted flag value, a URL) something else delimits it. Longer forms go first,
-// so a short form that is a substring of an escaped one cannot leave the rest behind.
+// scrub masks every form of the password in s. A form shorter than wordSafeLen is left alone
+// where it is part of a longer word (a letter, digit or '_' at its edge continued by another on
+// that side): a short password is often an ordinary word ("outbox", "email"), and masking it
+// everywhere mangled table names and event types in server errors and in status --json
+// ("welcome_*****"), while where a password actually leaks (a DSN's user:password@, a quoted
+// flag value) something delimits it. Longer forms are masked everywhere; they do not collide
+// with names. Longer forms go first, so a short form that is a substring of an escaped one
+// cannot leave the rest behind.
 func scrub(s string, secrets []string) string {
 	sorted := append([]string(nil), secrets...)
 	for i := 1; i < len(sorted); i++ {
@@ -109,8 +111,9 @@ func scrub(s string, secrets []string) string {
 			}
 			i += from
 			end := i + len(sec)
-			continuedBefore := i > 0 && wordByte(sec[0]) && wordByte(s[i-1])
-			continuedAfter := end < len(s) && wordByte(sec[len(sec)-1]) && wordByte(s[end])
+			short := len(sec) < wordSafeLen
+			continuedBefore := short && i > 0 && wordByte(sec[0]) && wordByte(s[i-1])
+			continuedAfter := short && end < len(s) && wordByte(sec[len(sec)-1]) && wordByte(s[end])
 			if !continuedBefore && !continuedAfter {
 				b.WriteString(s[done:i])
 				b.WriteString("*****")
@@ -125,6 +128,9 @@ func scrub(s string, secrets []string) string {
 	}
 	return s
 }
+
+// wordSafeLen is the length from which a password is masked even inside a longer word.
+const wordSafeLen = 12
 
 // wordByte says whether c continues a word: ASCII letters, digits, '_', and every byte of a
 // multi-byte UTF-8 character.

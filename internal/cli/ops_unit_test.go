@@ -137,6 +137,7 @@ func TestScrub(t *testing.T) {
 		{"app", "Unknown database 'app2' for user 'app'@'%'", "Unknown database 'app2' for user '*****'@'%'"},
 		{"app", "dial app:app@tcp(db)/x: app", "dial *****:*****@tcp(db)/x: *****"},
 		{"s3cr3t", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té"},
+		{"Zebra-Owl-4471", "xZebra-Owl-4471y", "x*****y"}, // long: masked even inside a word
 		{"s3cr3t", "(s3cr3t)s3cr3t", "(*****)*****"},
 		{"s3cr3t", "s3cr3ts3cr3t s3cr3t", "s3cr3ts3cr3t *****"},
 		{"aa", "aaa aa", "aaa *****"},
