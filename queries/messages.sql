@@ -134,12 +134,12 @@ WHERE id IN (sqlc.slice('ids'));
 -- attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
 -- that kills its worker cannot loop forever). Assignments run left to right and see earlier
 -- ones, so every IF tests attempts/max_attempts, which this statement does not change.
+-- last_error says so either way: otherwise a crash or a hang leaves no trace on the row.
 UPDATE outbox_messages
 SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
     failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
-    last_error      = IF(attempts >= max_attempts,
-                         CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '); attempts exhausted'),
-                         last_error),
+    last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '): its worker died or its handler outlived the lease',
+                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
   AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -154,7 +154,9 @@ WHERE status = 'PROCESSING'
       > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after);
 
 -- name: MessageStatsByType :many
--- Never counts SENT rows: that part of the table grows without bound.
+-- Never counts SENT rows: that part of the table grows without bound. oldest_due_us is how long
+-- the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
+-- it ignores delayed and backed-off rows, so it grows only when nobody claims.
 SELECT event_type,
        CAST(SUM(status = 'PENDING') AS SIGNED) AS pending,
        CAST(SUM(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS due,
@@ -164,7 +166,9 @@ SELECT event_type,
                 AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
                     > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)) AS SIGNED) AS stuck,
        CAST(SUM(status = 'FAILED') AS SIGNED) AS failed,
-       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us
+       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
+       CAST(COALESCE(MAX(IF(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+                            TIMESTAMPDIFF(MICROSECOND, next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
 FROM outbox_messages
 WHERE status IN ('PENDING', 'PROCESSING', 'FAILED')
 GROUP BY event_type
@@ -227,10 +231,47 @@ ORDER BY next_attempt_at, id
 LIMIT ?;
 
 -- name: MessagePurgeFailed :execrows
--- As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at.
+-- As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at. A row made
+-- FAILED by hand without failed_at counts as failed at its next_attempt_at.
 DELETE FROM outbox_messages
 WHERE status = 'FAILED'
   AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-  AND failed_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?;
+
+-- name: MessageCountPurgeSent :one
+-- What MessagePurgeSent would delete, all batches together (Purge's dry run).
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = 'SENT'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND sent_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));
+
+-- name: MessageCountPurgeFailed :one
+-- What MessagePurgeFailed would delete, all batches together (Purge's dry run).
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));
+
+-- name: MessagePurgeIDs :execrows
+-- Deletes the given messages if they have this status (SENT or FAILED; Purge checks), whatever
+-- their age: an operator discarding messages that must never be delivered.
+DELETE FROM outbox_messages
+WHERE status = sqlc.arg(status)
+  AND id IN (sqlc.slice('ids'));
+
+-- name: MessageCountPurgeIDs :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = sqlc.arg(status)
+  AND id IN (sqlc.slice('ids'));
+
+-- name: MessageGet :one
+-- One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
+SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at
+FROM outbox_messages
+WHERE id = ?;

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"sort"
@@ -37,6 +38,9 @@ const (
 	opsExitCheck = 1 // status --check: stuck rows, or rows FAILED within the window
 	opsExitUsage = 2 // bad flags or arguments, no or malformed DSN
 	opsExitDB    = 3 // database unreachable or a runtime call failed
+	// opsExitInterrupted: SIGINT or SIGTERM stopped the command (128 + SIGINT, as shells report
+	// it), so an operator's Ctrl-C is not mistaken for a database failure.
+	opsExitInterrupted = 130
 )
 
 // lastErrorWidth truncates last_error in status and retry listings: enough to recognise the
@@ -49,10 +53,11 @@ the process list), in go-sql-driver/mysql form: user:password@tcp(host:3306)/dbn
 parseTime=true and loc=UTC are always set (the runtime reads times as UTC). The DSN's timeout
 (10s when it sets none) bounds the whole connect. The password is never printed.
 
-Exit codes: 0 ok, 1 status --check found a problem, 2 usage, 3 database unreachable or failing.
+Exit codes: 0 ok, 1 status --check found a problem, 2 usage, 3 database unreachable or failing,
+130 interrupted (Ctrl-C or SIGTERM; what was done before is reported).
 `
 
-const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--failed 10] [--dsn DSN]
+const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--max-due-age 10m] [--failed 10] [--dsn DSN]
 
 Prints the outbox's state from the database (outbox.Stats): by event type the PENDING, due,
 PROCESSING, stale, stuck and FAILED counts (never SENT: that part of the table grows without
@@ -62,10 +67,14 @@ bound), the oldest pending message's age, and the newest FAILED messages with th
   stale    PROCESSING past its lease (reclaim_after): its worker died or hung; a live worker
            will reclaim it
   stuck    PROCESSING past 3x its lease: nobody is reclaiming; no worker is alive for it
-  oldest pending age   how far delivery lags behind enqueue
+  oldest pending   the oldest PENDING message's age, delayed and backed-off ones included
+  oldest due       how long the longest-waiting due message has been claimable: near the
+                   workers' poll interval while they run; it grows when nobody claims
 
---check exits 1 when stuck > 0 or any message FAILED within --window, so a cron job or probe
-alerts on new failures without staying red forever over old ones.
+--check exits 1 when stuck > 0, when a due message has waited longer than --max-due-age (no
+worker is claiming: every worker is down, or none handles that event type), or when any message
+FAILED within --window, so a cron job or probe alerts on an outage and on new failures without
+staying red forever over old ones.
 `
 
 const retryHelp = `usage: outboxgen retry (--id N ... | --event-type T | --failed-since D) [--dry-run] [--dsn DSN]
@@ -112,6 +121,8 @@ type opsCmd struct {
 	dsn     opsDSN
 	getenv  func(string) string
 	log     driverLog
+	// ctx is the command's context once it connects: cancelled by SIGINT/SIGTERM.
+	ctx context.Context
 }
 
 func newOpsCmd(name, help string, stdout, stderr io.Writer) *opsCmd {
@@ -131,21 +142,21 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 	var flagErr bytes.Buffer
 	c.fs.SetOutput(&flagErr)
 	c.fs.Usage = func() {} // printed below, after the error line is cleaned
-	err := c.fs.Parse(args)
 	// The flag package echoes bad values; clean them with whatever password the DSN carries,
-	// even before knowing whether the DSN parses.
-	dsnRaw := c.dsnArg
-	if dsnRaw == "" {
-		dsnRaw = c.getenv(envDSN)
+	// even before knowing whether the DSN parses, and even when the bad flag comes before
+	// --dsn (parsing stops there, so the DSN is looked for in args by hand first).
+	for _, dsnRaw := range append(dsnArgs(args), c.getenv(envDSN)) {
+		c.secrets = append(c.secrets, passwordForms(rawPassword(dsnRaw))...)
 	}
-	c.secrets = append(c.secrets, passwordForms(rawPassword(dsnRaw))...)
+	err := c.fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		c.printUsage(c.out)
 		return opsExitOK, false
 	}
 	if err != nil {
-		fmt.Fprint(c.errw, c.clean(flagErr.String()))
-		c.printUsage(c.errw)
+		// One line: the usage below it would push the error off a small screen.
+		msg := strings.TrimSpace(strings.SplitN(flagErr.String(), "\n", 2)[0])
+		fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, c.clean(msg), c.name)
 		return opsExitUsage, false
 	}
 	if c.fs.NArg() > 0 {
@@ -153,6 +164,23 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 		return c.usageErr("%s takes no arguments (got %d); the database goes in --dsn or $%s", c.name, c.fs.NArg(), envDSN), false
 	}
 	return opsExitOK, true
+}
+
+// dsnArgs returns every value args give to -dsn or --dsn, in either form (--dsn X, --dsn=X).
+func dsnArgs(args []string) []string {
+	var out []string
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "dsn" {
+			continue
+		}
+		if hasValue {
+			out = append(out, value)
+		} else if i+1 < len(args) {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
 }
 
 func (c *opsCmd) printUsage(w io.Writer) {
@@ -186,6 +214,10 @@ func (c *opsCmd) usageErr(format string, args ...any) int {
 // dbErr prints one line naming the database (without password) and returns opsExitDB. Driver
 // errors can be multi-line (Migrate appends the statement); the first line is the cause.
 func (c *opsCmd) dbErr(what string, err error) int {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		fmt.Fprintf(c.errw, "outboxgen %s: interrupted during %s\n", c.name, what)
+		return opsExitInterrupted
+	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = strings.TrimSpace(msg[:i])
@@ -199,6 +231,7 @@ func (c *opsCmd) dbErr(what string, err error) int {
 
 // open resolves the DSN and connects. The pool is small: each command runs a few statements.
 func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
+	c.ctx = ctx
 	d, err := resolveDSN(c.dsnArg, c.getenv)
 	if err != nil {
 		return nil, c.usageErr("%v", err), false
@@ -255,12 +288,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	check := c.fs.Bool("check", false, "exit 1 when stuck > 0 or messages FAILED within --window")
 	window := durationFlag{d: time.Hour}
 	c.fs.Var(&window, "window", "how far back a FAILED message fails --check (Go syntax or days)")
+	maxDue := durationFlag{d: 10 * time.Minute}
+	c.fs.Var(&maxDue, "max-due-age", "a due message waiting longer than this fails --check (0: never)")
 	nFailed := c.fs.Int("failed", 10, "how many of the newest FAILED messages to list (0: none)")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
 	if window.d <= 0 {
 		return c.usageErr("--window must be positive, got %s", window.String())
+	}
+	if maxDue.d < 0 {
+		return c.usageErr("--max-due-age must not be negative, got %s", maxDue.String())
 	}
 	if *nFailed < 0 {
 		return c.usageErr("--failed must be >= 0, got %d", *nFailed)
@@ -271,7 +309,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, window.d, *nFailed))
+	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, statusLimits{window: window.d, maxDue: maxDue.d}, *nFailed))
 }
 
 // statusReport is the JSON shape of `outboxgen status --json`, documented in docs/operations.md.
@@ -283,6 +321,7 @@ type statusReport struct {
 	Stuck                int64                 `json:"stuck"`
 	Failed               int64                 `json:"failed"`
 	OldestPendingSeconds float64               `json:"oldest_pending_seconds"`
+	OldestDueSeconds     float64               `json:"oldest_due_seconds"`
 	ByType               map[string]typeReport `json:"by_type"`
 	NewestFailed         []failedReport        `json:"newest_failed"`
 	Check                checkReport           `json:"check"`
@@ -297,6 +336,8 @@ type typeReport struct {
 	Failed     int64 `json:"failed"`
 	// OldestPendingSeconds is this type's oldest PENDING row's age; 0 when none.
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	// OldestDueSeconds is how long this type's longest-waiting due row has been due; 0 when none.
+	OldestDueSeconds float64 `json:"oldest_due_seconds"`
 }
 
 type failedReport struct {
@@ -309,13 +350,21 @@ type failedReport struct {
 }
 
 type checkReport struct {
-	OK             bool     `json:"ok"`
-	WindowSeconds  float64  `json:"window_seconds"`
-	FailedInWindow int64    `json:"failed_in_window"`
-	Problems       []string `json:"problems"`
+	OK               bool     `json:"ok"`
+	WindowSeconds    float64  `json:"window_seconds"`
+	MaxDueAgeSeconds float64  `json:"max_due_age_seconds"`
+	FailedInWindow   int64    `json:"failed_in_window"`
+	Problems         []string `json:"problems"`
 }
 
-func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, window time.Duration, nFailed int) int {
+// statusLimits are what --check holds the outbox to.
+type statusLimits struct {
+	window time.Duration // a FAILED message within it fails the check
+	maxDue time.Duration // a due message waiting longer fails the check; 0: never
+}
+
+func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim statusLimits, nFailed int) int {
+	window := lim.window
 	snap, err := outbox.Stats(ctx, db)
 	if err != nil {
 		return c.dbErr("stats", err)
@@ -324,13 +373,15 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 		Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
 		Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
 		OldestPendingSeconds: snap.OldestPending.Seconds(),
+		OldestDueSeconds:     snap.OldestDue.Seconds(),
 		ByType:               map[string]typeReport{},
 		NewestFailed:         []failedReport{},
-		Check:                checkReport{WindowSeconds: window.Seconds(), Problems: []string{}},
+		Check:                checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(), Problems: []string{}},
 	}
 	for t, tc := range snap.ByType {
 		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
-			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds()}
+			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds(),
+			OldestDueSeconds: tc.OldestDue.Seconds()}
 	}
 	if nFailed > 0 && snap.Failed > 0 {
 		failed, err := newestFailed(ctx, db, nFailed)
@@ -356,6 +407,18 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, win
 	if rep.Stuck > 0 {
 		rep.Check.Problems = append(rep.Check.Problems,
 			fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", rep.Stuck))
+	}
+	if lim.maxDue > 0 && snap.OldestDue > lim.maxDue {
+		var late []string
+		for t, tc := range rep.ByType {
+			if tc.OldestDueSeconds > lim.maxDue.Seconds() {
+				late = append(late, t)
+			}
+		}
+		sort.Strings(late)
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("a due message has waited %s (more than %s) and nobody claims it: are the workers for %s running?",
+				formatAge(snap.OldestDue), formatAge(lim.maxDue), strings.Join(late, ", ")))
 	}
 	if rep.Check.FailedInWindow > 0 {
 		rep.Check.Problems = append(rep.Check.Problems,
@@ -384,7 +447,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	var b bytes.Buffer
 	defer func() { c.out.Write(b.Bytes()) }() // one write: a reader never sees half a table
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING")
+	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING\tOLDEST DUE")
 	types := make([]string, 0, len(rep.ByType))
 	for t := range rep.ByType {
 		types = append(types, t)
@@ -392,15 +455,16 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	sort.Strings(types)
 	for _, t := range types {
 		tc := rep.ByType[t]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed,
-			pendingAge(tc.Pending, tc.OldestPendingSeconds))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed,
+			pendingAge(tc.Pending, tc.OldestPendingSeconds), pendingAge(tc.Due, tc.OldestDueSeconds))
 	}
-	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed,
-		pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed,
+		pendingAge(rep.Pending, rep.OldestPendingSeconds), pendingAge(rep.Due, rep.OldestDueSeconds))
 	w.Flush()
 
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "%-17s%s (delivery lag)\n", "oldest pending:", pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	fmt.Fprintf(&b, "%-17s%s (delivery lag, delayed and backed-off messages included)\n", "oldest pending:", pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	fmt.Fprintf(&b, "%-17s%s (how long a due message has waited for a worker)\n", "oldest due:", pendingAge(rep.Due, rep.OldestDueSeconds))
 	fmt.Fprintf(&b, "%-17s%d (PROCESSING past their lease; a live worker reclaims them)\n", "stale:", rep.Stale)
 	if rep.Stuck > 0 {
 		fmt.Fprintf(&b, "%-17s%d (PROCESSING past 3x their lease: NOBODY IS RECLAIMING)\n", "stuck:", rep.Stuck)
@@ -548,8 +612,8 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	default:
 		return c.usageErr("--status must be sent or failed, got %q", *status)
 	}
-	if *batch < 0 {
-		return c.usageErr("--batch-size must be >= 0, got %d", *batch)
+	if *batch < 0 || *batch > math.MaxInt32 {
+		return c.usageErr("--batch-size must be between 0 and %d, got %d", math.MaxInt32, *batch)
 	}
 	ctx, stop := opsContext()
 	defer stop()

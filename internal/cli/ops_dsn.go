@@ -47,6 +47,10 @@ func resolveDSN(flagValue string, getenv func(string) string) (opsDSN, error) {
 		return opsDSN{}, errors.New(scrub("invalid DSN: "+err.Error(), secrets))
 	}
 	secrets = append(secrets, passwordForms(cfg.Passwd)...)
+	if cfg.DBName == "" {
+		// Else every query fails later with "No database selected", exit 3.
+		return opsDSN{}, errors.New("the DSN names no database: user:password@tcp(host:3306)/DBNAME")
+	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	if cfg.Timeout == 0 {

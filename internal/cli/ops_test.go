@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -109,6 +110,14 @@ func (f fixtures) enqueue(eventType string, opts ...outbox.EnqueueOption) outbox
 	if err != nil {
 		f.t.Fatalf("enqueue %s: %v", eventType, err)
 	}
+	return id
+}
+
+// dueSince enqueues a message that has been due, unclaimed, for ago seconds.
+func (f fixtures) dueSince(eventType string, ago int) outbox.MessageID {
+	f.t.Helper()
+	id := f.enqueue(eventType)
+	f.db.MustExec(f.t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(SECOND, ?, created_at), next_attempt_at = created_at WHERE id = ?", -ago, id)
 	return id
 }
 
@@ -228,7 +237,10 @@ func TestStatusJSON(t *testing.T) {
 	}
 	for typ, want := range wantTypes {
 		got := rep.ByType[typ]
-		got.OldestPendingSeconds = 0
+		if got.OldestDueSeconds > 60 {
+			t.Errorf("by_type[%s].oldest_due_seconds = %v, want about 0 (due rows became due at enqueue)", typ, got.OldestDueSeconds)
+		}
+		got.OldestPendingSeconds, got.OldestDueSeconds = 0, 0
 		if got != want {
 			t.Errorf("by_type[%s] = %+v, want %+v", typ, got, want)
 		}
@@ -253,7 +265,7 @@ func TestStatusJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"by_type", "check", "due", "failed", "newest_failed", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
+	want := []string{"by_type", "check", "due", "failed", "newest_failed", "oldest_due_seconds", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("top-level keys = %v, want %v", keys, want)
 	}
@@ -280,6 +292,14 @@ func TestStatusCheck(t *testing.T) {
 		{"failed before the window", func(f fixtures) { f.failed("a", 2*3600, "boom") }, nil, opsExitOK},
 		{"failed before a 1h window, inside a 1d window", func(f fixtures) { f.failed("a", 2*3600, "boom") }, []string{"--window", "1d"}, opsExitCheck},
 		{"failed 10m ago, 5m window", func(f fixtures) { f.failed("a", 600, "boom") }, []string{"--window", "5m"}, opsExitOK},
+		// Every worker down: nothing is PROCESSING, so nothing is stuck, but due rows wait.
+		{"due for 20m: nobody claims", func(f fixtures) { f.dueSince("a", 1200) }, nil, opsExitCheck},
+		{"due for 20m, --max-due-age 1h", func(f fixtures) { f.dueSince("a", 1200) }, []string{"--max-due-age", "1h"}, opsExitOK},
+		{"due for 20m, --max-due-age 0 (off)", func(f fixtures) { f.dueSince("a", 1200) }, []string{"--max-due-age", "0"}, opsExitOK},
+		{"enqueued 2h ago with a 3h delay: pending, not due", func(f fixtures) {
+			id := f.enqueue("a", outbox.Delay(time.Hour))
+			f.db.MustExec(f.t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(HOUR, -2, created_at) WHERE id = ?", id)
+		}, nil, opsExitOK},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -536,7 +556,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7x"}, "invalid duration"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "-7d"}, "must not be negative"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--status", "pending"}, "--status must be sent or failed"},
-		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--batch-size", "-1"}, "--batch-size must be >= 0"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--batch-size", "-1"}, "--batch-size must be between 0 and"},
 		{runMigrate, []string{"--dsn", dsn, "now"}, "takes no arguments"},
 		{runMigrate, []string{"--dsn", "not a dsn"}, "invalid DSN"},
 	}
@@ -766,7 +786,7 @@ func TestOrdinaryWordPasswordKeepsFixedText(t *testing.T) {
 		t.Errorf("-h with password 'outbox': %s", r)
 	}
 	r = runOps(runStatus, "--dsn", dsn, "--window", "outbox")
-	if r.code != opsExitUsage || !strings.Contains(r.stderr, `invalid value "*****" for flag -window`) || !strings.Contains(r.stderr, "usage: outboxgen status") {
+	if r.code != opsExitUsage || !strings.Contains(r.stderr, `invalid value "*****" for flag -window`) || !strings.Contains(r.stderr, "see outboxgen status -h") {
 		t.Errorf("bad flag with password 'outbox': %s", r)
 	}
 	r = runOps(runMigrate, "--dsn", dsn)
@@ -802,5 +822,60 @@ func TestOpsThroughMainAndFailingDatabase(t *testing.T) {
 	out.Reset()
 	if code := Main([]string{"status", "--dsn", db.DSN, "--check", "--json"}, &out, &errb); code != opsExitOK {
 		t.Errorf("status --check on a fresh table through Main: exit %d: %s %s", code, out.String(), errb.String())
+	}
+}
+
+// A bad flag value before --dsn is cleaned too: parsing stops at the bad flag, before --dsn.
+func TestBadFlagBeforeDSNIsCleaned(t *testing.T) {
+	t.Parallel()
+	const pw = "Heron-Kettle-5150-secret"
+	for _, args := range [][]string{
+		{"--window", pw, "--dsn", "app:" + pw + "@tcp(127.0.0.1:1)/shop"},
+		{"-window=" + pw, "-dsn=app:" + pw + "@tcp(127.0.0.1:1)/shop"},
+	} {
+		r := runOps(runStatus, args...)
+		if r.code != opsExitUsage || strings.Contains(r.stdout+r.stderr, "Heron") || !strings.Contains(r.stderr, "*****") {
+			t.Errorf("%q: want exit 2 and the value masked: %s", args[0], r)
+		}
+		if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
+			t.Errorf("%q: want one line on stderr, got %d: %s", args[0], lines, r)
+		}
+	}
+}
+
+// Bad values are usage errors (2) found before connecting, and a DSN without a database is one.
+func TestUsageErrorsBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	unreachable := "u:p@tcp(127.0.0.1:1)/x"
+	for _, c := range []struct {
+		fn   opsFunc
+		args []string
+		want string
+	}{
+		{runPurge, []string{"--dsn", unreachable, "--older-than", "7d", "--batch-size", "3000000000"}, "--batch-size must be between"},
+		{runStatus, []string{"--dsn", "u:p@tcp(127.0.0.1:1)/"}, "names no database"},
+		{runStatus, []string{"--dsn", unreachable, "--max-due-age", "-5m"}, "--max-due-age must not be negative"},
+	} {
+		r := runOps(c.fn, c.args...)
+		if r.code != opsExitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: want exit 2 and %q, got %s", c.args, c.want, r)
+		}
+	}
+}
+
+// An interrupted command (Ctrl-C: the command's context cancelled) exits 130, not 3.
+func TestInterruptedIsNotADatabaseFailure(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	c := newOpsCmd("purge", purgeHelp, &out, &errb)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.ctx = ctx
+	if code := c.dbErr("purge", errors.New("outbox: Purge: db down")); code != opsExitDB {
+		t.Errorf("a failure while running: exit %d, want %d", code, opsExitDB)
+	}
+	cancel()
+	errb.Reset()
+	if code := c.dbErr("purge", fmt.Errorf("outbox: Purge: %w", context.Canceled)); code != opsExitInterrupted || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("after cancel: exit %d, stderr %q; want %d and 'interrupted'", code, errb.String(), opsExitInterrupted)
 	}
 }

@@ -41,15 +41,19 @@ type TypeCounts struct {
 	// Failed rows, waiting for Retry or Purge.
 	Failed int64
 	// OldestPending is the age (database clock) of the oldest pending row, by created_at; 0 when
-	// none is pending.
+	// none is pending. It includes rows delayed or backed off into the future.
 	OldestPending time.Duration
+	// OldestDue is how long the longest-waiting due row has been claimable (now -
+	// next_attempt_at); 0 when none is due. With a live worker it stays near PollInterval (more
+	// under a backlog); when it grows, nobody is claiming.
+	OldestDue time.Duration
 }
 
 // Snapshot is what Stats returns: the totals and the same counts per event type.
 type Snapshot struct {
 	Pending, Due, Processing, Stale, Stuck, Failed int64
-	// OldestPending is the largest OldestPending over all types.
-	OldestPending time.Duration
+	// OldestPending and OldestDue are the largest over all types.
+	OldestPending, OldestDue time.Duration
 	// ByType holds the counts of every event type that has a pending, processing or failed row.
 	ByType map[string]TypeCounts
 }
@@ -67,6 +71,7 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 		tc := TypeCounts{
 			Pending: r.Pending, Due: r.Due, Processing: r.Processing, Stale: r.Stale,
 			Stuck: r.Stuck, Failed: r.Failed, OldestPending: time.Duration(r.OldestPendingUs) * time.Microsecond,
+			OldestDue: time.Duration(r.OldestDueUs) * time.Microsecond,
 		}
 		s.ByType[r.EventType] = tc
 		s.Pending += tc.Pending
@@ -76,6 +81,7 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 		s.Stuck += tc.Stuck
 		s.Failed += tc.Failed
 		s.OldestPending = max(s.OldestPending, tc.OldestPending)
+		s.OldestDue = max(s.OldestDue, tc.OldestDue)
 	}
 	return s, nil
 }
@@ -207,16 +213,26 @@ type PurgeFilter struct {
 	// OlderThan is the retention: rows sent (or failed) more than OlderThan ago, by the database
 	// clock, are deleted. Must be >= 0. The purge scans by next_attempt_at, which the runtime
 	// never sets after sent_at or failed_at; a row made FAILED by hand while due in the future
-	// waits until that due time is also older than OlderThan.
+	// waits until that due time is also older than OlderThan (and one without failed_at counts
+	// as failed at that due time). Ignored when IDs is set.
 	OlderThan time.Duration
+	// IDs, when non-empty, deletes exactly these messages, whatever their age, if they have
+	// Status: an operator discarding messages that must never be delivered.
+	IDs []MessageID
 	// BatchSize is the number of rows one DELETE removes, so that no statement holds many row
 	// locks for long. Defaults to 1000.
 	BatchSize int
+	// DryRun makes Purge count the rows it would delete, and delete nothing.
+	DryRun bool
 }
 
-// Purge deletes SENT or FAILED rows older than f.OlderThan, in batches of f.BatchSize (each its
-// own short statement), until none is left or ctx is done. It returns the number deleted, also
-// when it stops early with an error.
+// maxPurgeIDs bounds PurgeFilter.IDs: one DELETE takes them all.
+const maxPurgeIDs = 10000
+
+// Purge deletes SENT or FAILED rows older than f.OlderThan (or exactly f.IDs), in batches of
+// f.BatchSize (each its own short statement), until none is left or ctx is done. It returns
+// the number deleted, also when it stops early with an error; with f.DryRun, the number it
+// would delete.
 func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if db == nil {
 		return 0, errors.New("outbox: Purge: nil db")
@@ -230,8 +246,45 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if f.BatchSize < 0 || f.BatchSize > math.MaxInt32 {
 		return 0, fmt.Errorf("outbox: Purge: BatchSize %d out of range", f.BatchSize)
 	}
+	if len(f.IDs) > maxPurgeIDs {
+		return 0, fmt.Errorf("outbox: Purge: %d IDs, at most %d at a time", len(f.IDs), maxPurgeIDs)
+	}
 	if f.BatchSize == 0 {
 		f.BatchSize = 1000
+	}
+	if len(f.IDs) > 0 {
+		ids := make([]int64, len(f.IDs))
+		for i, id := range f.IDs {
+			ids[i] = int64(id)
+		}
+		st := store.OutboxMessagesStatus(f.Status)
+		if f.DryRun {
+			n, err := q.MessageCountPurgeIDs(ctx, sdb(db), store.MessageCountPurgeIDsParams{Status: st, Ids: ids})
+			if err != nil {
+				return 0, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
+			}
+			return n, nil
+		}
+		// By primary key: it locks only these rows, so autocommit at any isolation is fine.
+		n, err := q.MessagePurgeIDs(ctx, sdb(db), store.MessagePurgeIDsParams{Status: st, Ids: ids})
+		if err != nil {
+			return 0, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
+		}
+		return n, nil
+	}
+	olderUs := f.OlderThan.Microseconds()
+	if f.DryRun {
+		var n int64
+		var err error
+		if f.Status == StatusSent {
+			n, err = q.MessageCountPurgeSent(ctx, sdb(db), store.MessageCountPurgeSentParams{OlderThanUs: olderUs})
+		} else {
+			n, err = q.MessageCountPurgeFailed(ctx, sdb(db), store.MessageCountPurgeFailedParams{OlderThanUs: olderUs})
+		}
+		if err != nil {
+			return 0, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
+		}
+		return n, nil
 	}
 	var total int64
 	for {
@@ -242,9 +295,9 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 		var err error
 		n, err = execReadCommitted(ctx, db, func(tx *sql.Tx) (int64, error) {
 			if f.Status == StatusSent {
-				return q.MessagePurgeSent(ctx, tx, store.MessagePurgeSentParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+				return q.MessagePurgeSent(ctx, tx, store.MessagePurgeSentParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
 			}
-			return q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: f.OlderThan.Microseconds(), Limit: int32(f.BatchSize)})
+			return q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
 		})
 		total += n
 		if err != nil {
@@ -254,6 +307,50 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			return total, nil
 		}
 	}
+}
+
+// Record is one message with every column, as Inspect returns it. Times come from the
+// database clock, in UTC; a time that is not set (ClaimedAt before the first claim, SentAt
+// unless SENT, ...) is zero.
+type Record struct {
+	ID             MessageID
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey string
+	Status         Status
+	// Attempts is the number of claims made; MaxAttempts the budget.
+	Attempts, MaxAttempts int
+	// NextAttemptAt is when a PENDING row becomes due (for others, when it last was).
+	NextAttemptAt time.Time
+	// ClaimedAt, ReclaimAfter and ClaimToken describe the last claim.
+	ClaimedAt, ReclaimAfter time.Time
+	ClaimToken              string
+	// LastError is the whole last handler error (with the stack, for a panic), or the reclaim's
+	// reason.
+	LastError                   string
+	CreatedAt, SentAt, FailedAt time.Time
+}
+
+// ErrNotFound is returned by Inspect for an id that no row has.
+var ErrNotFound = errors.New("outbox: no such message")
+
+// Inspect returns one message, whatever its state: what an operator reads before retrying or
+// discarding it.
+func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
+	r, err := q.MessageGet(ctx, sdb(db), int64(id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("outbox: Inspect(%d): %w", id, err)
+	}
+	return Record{
+		ID: MessageID(r.ID), EventType: r.EventType, Payload: r.Payload, IdempotencyKey: r.IdempotencyKey,
+		Status: Status(r.Status), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
+		NextAttemptAt: r.NextAttemptAt, ClaimedAt: r.ClaimedAt.Time, ReclaimAfter: r.ReclaimAfter.Time,
+		ClaimToken: r.ClaimToken.String, LastError: r.LastError.String,
+		CreatedAt: r.CreatedAt, SentAt: r.SentAt.Time, FailedAt: r.FailedAt.Time,
+	}, nil
 }
 
 // Once records (consumer, key) in outbox_inbox on tx and reports whether this is the first

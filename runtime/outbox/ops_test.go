@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +47,10 @@ func TestStatsScriptedScenario(t *testing.T) {
 	// stats_b: b[0] pending; b[1], b[2] failed.
 	setRow(t, db, b[1], failedSQL, "x", -5)
 	setRow(t, db, b[2], failedSQL, "y", -5)
-	// Age the oldest pending row of stats_a by 30s.
+	// Age the oldest pending row of stats_a by 30s; a[1] has been due for 20s (OldestDue). The
+	// delayed rows are older by created_at than nothing, and not due: they count for neither.
 	setRow(t, db, a[0], "created_at = TIMESTAMPADD(SECOND, -30, UTC_TIMESTAMP(6))")
+	setRow(t, db, a[1], "next_attempt_at = TIMESTAMPADD(SECOND, -20, UTC_TIMESTAMP(6))")
 
 	s, err := Stats(ctx, db)
 	if err != nil {
@@ -57,25 +61,31 @@ func TestStatsScriptedScenario(t *testing.T) {
 	if gotA.OldestPending < 30*time.Second || gotA.OldestPending > 40*time.Second {
 		t.Errorf("stats_a OldestPending = %v, want about 30s", gotA.OldestPending)
 	}
-	gotA.OldestPending = 0
+	if gotA.OldestDue < 20*time.Second || gotA.OldestDue > 29*time.Second {
+		t.Errorf("stats_a OldestDue = %v, want about 20s (a[1] has been due that long)", gotA.OldestDue)
+	}
+	gotA.OldestPending, gotA.OldestDue = 0, 0
 	if gotA != wantA {
 		t.Errorf("stats_a = %+v, want %+v", gotA, wantA)
 	}
 	gotB := s.ByType["stats_b"]
-	gotB.OldestPending = 0
+	if gotB.OldestDue > 10*time.Second {
+		t.Errorf("stats_b OldestDue = %v, want about 0 (its pending row became due at enqueue)", gotB.OldestDue)
+	}
+	gotB.OldestPending, gotB.OldestDue = 0, 0
 	if want := (TypeCounts{Pending: 1, Due: 1, Failed: 2}); gotB != want {
 		t.Errorf("stats_b = %+v, want %+v", gotB, want)
 	}
 	if s.Pending != 5 || s.Due != 3 || s.Processing != 3 || s.Stale != 2 || s.Stuck != 1 || s.Failed != 3 || len(s.ByType) != 2 {
 		t.Errorf("totals = %+v, want pending 5, due 3, processing 3, stale 2, stuck 1, failed 3, 2 types", s)
 	}
-	if s.OldestPending != s.ByType["stats_a"].OldestPending {
-		t.Errorf("total OldestPending %v != stats_a's %v", s.OldestPending, s.ByType["stats_a"].OldestPending)
+	if s.OldestPending != s.ByType["stats_a"].OldestPending || s.OldestDue != s.ByType["stats_a"].OldestDue {
+		t.Errorf("total OldestPending/OldestDue %v/%v != stats_a's %+v", s.OldestPending, s.OldestDue, s.ByType["stats_a"])
 	}
 
 	empty := migrated(t)
 	s, err = Stats(ctx, empty)
-	if err != nil || s.Pending != 0 || s.OldestPending != 0 || len(s.ByType) != 0 {
+	if err != nil || s.Pending != 0 || s.OldestPending != 0 || s.OldestDue != 0 || len(s.ByType) != 0 {
 		t.Fatalf("Stats on an empty table = %+v, %v", s, err)
 	}
 }
@@ -233,5 +243,104 @@ func TestPurgeReadsOnlyUpToItsCutoff(t *testing.T) {
 		if left := countRows(t, db, "1=1"); left != 2990 {
 			t.Fatalf("%s: %d rows left, want 2990", st, left)
 		}
+	}
+}
+
+// Purge's dry run counts exactly what the purge then deletes; IDs delete exactly those rows of
+// the status, whatever their age; a row made FAILED by hand without failed_at is purged by its
+// due time instead of never.
+func TestPurgeDryRunIDsAndHandMadeFailures(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	ids := enqueueN(t, db.DB, "purge_x", 6)
+	setRow(t, db, ids[0], sentSQL, -7200)
+	setRow(t, db, ids[1], sentSQL, -7200)
+	setRow(t, db, ids[2], sentSQL, -10)
+	setRow(t, db, ids[3], failedSQL, "fresh", -10)
+	// By hand, as an operator parks a message: no failed_at, due two days ago.
+	setRow(t, db, ids[4], "status='FAILED', next_attempt_at=TIMESTAMPADD(DAY, -2, UTC_TIMESTAMP(6))")
+	// ids[5] stays PENDING.
+
+	dry, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusSent, OlderThan: time.Hour, DryRun: true})
+	if err != nil || dry != 2 || countRows(t, db, "status='SENT'") != 3 {
+		t.Fatalf("dry run = %d, %v (SENT rows now %d); want 2 counted, none deleted", dry, err, countRows(t, db, "status='SENT'"))
+	}
+	n, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusSent, OlderThan: time.Hour})
+	if err != nil || n != dry {
+		t.Fatalf("purge = %d, %v; want the dry run's %d", n, err, dry)
+	}
+
+	dry, err = Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, OlderThan: 24 * time.Hour, DryRun: true})
+	if err != nil || dry != 1 {
+		t.Fatalf("FAILED dry run = %d, %v; want 1 (the hand-made failure, by its due time)", dry, err)
+	}
+	n, err = Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, OlderThan: 24 * time.Hour})
+	if err != nil || n != 1 || countRows(t, db, "id = ?", int64(ids[4])) != 0 {
+		t.Fatalf("FAILED purge = %d, %v; want the hand-made failure deleted", n, err)
+	}
+
+	// By id: the fresh FAILED row goes whatever its age; the PENDING and SENT ones given with it
+	// do not match the status and stay.
+	f := PurgeFilter{Status: StatusFailed, IDs: []MessageID{ids[3], ids[5], ids[2], 999999}, DryRun: true}
+	if dry, err = Purge(ctx, db.DB, f); err != nil || dry != 1 {
+		t.Fatalf("by-id dry run = %d, %v; want 1", dry, err)
+	}
+	f.DryRun = false
+	if n, err = Purge(ctx, db.DB, f); err != nil || n != 1 || countRows(t, db, "id = ?", int64(ids[3])) != 0 {
+		t.Fatalf("by-id purge = %d, %v; want only the FAILED row deleted", n, err)
+	}
+	if got := countRows(t, db, "id IN (?, ?)", int64(ids[2]), int64(ids[5])); got != 2 {
+		t.Fatalf("by-id purge deleted rows of other statuses: %d of 2 left", got)
+	}
+	if _, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: make([]MessageID, maxPurgeIDs+1)}); err == nil {
+		t.Fatal("Purge with too many IDs: want an error")
+	}
+}
+
+func TestInspect(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	id, err := Enqueue(ctx, db, Message{EventType: "inspect_me", Payload: []byte(`{"a":1}`), IdempotencyKey: "k1", MaxAttempts: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("line of a long error\n", 40)
+	setRow(t, db, id, failedSQL, long, -5)
+	r, err := Inspect(ctx, db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != id || r.EventType != "inspect_me" || string(r.Payload) != `{"a":1}` || r.IdempotencyKey != "k1" ||
+		r.Status != StatusFailed || r.Attempts != 4 || r.MaxAttempts != 4 || r.LastError != long ||
+		r.FailedAt.IsZero() || !r.SentAt.IsZero() || r.CreatedAt.IsZero() || r.NextAttemptAt.IsZero() {
+		t.Fatalf("Inspect = %+v", r)
+	}
+	if _, err := Inspect(ctx, db, id+1000); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Inspect(missing) err = %v, want ErrNotFound", err)
+	}
+}
+
+// A reclaim that leaves attempts says why on the row: otherwise a worker's crash or a hung
+// handler leaves no trace an operator can read (the incident is only in that worker's log).
+func TestReclaimWithAttemptsLeftSaysWhy(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("crashes", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
+	id := enqueueN(t, db.DB, "crashes", 1)[0]
+	got, _, err := w.claim(ctx, 1, claimPos{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n, err := w.reclaimOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
+	}
+	row := getRow(t, db, id)
+	if row.Status != "PENDING" || !strings.Contains(row.LastError.String, "lease expired (claim "+got[0].token+")") ||
+		!strings.Contains(row.LastError.String, "reclaimed for another attempt") {
+		t.Fatalf("row %+v, want PENDING with last_error naming the expired claim", row)
 	}
 }

@@ -20,7 +20,11 @@ const DefaultStatsTimeout = 5 * time.Second
 //	outbox_messages{event_type,status}     PENDING, PROCESSING and FAILED rows per type (0s
 //	                                       included for a type that has any such row)
 //	outbox_due_messages                    PENDING rows whose next_attempt_at has passed
-//	outbox_oldest_pending_age_seconds      age of the oldest PENDING row (0 when none): the lag
+//	outbox_oldest_pending_age_seconds      age of the oldest PENDING row (0 when none), delayed
+//	                                       and backed-off rows included
+//	outbox_oldest_due_age_seconds          how long the longest-waiting due row has been
+//	                                       claimable (0 when none): alert when it grows, nobody
+//	                                       is claiming
 //	outbox_stale_messages                  PROCESSING past their lease; a live worker reclaims them
 //	outbox_stuck_messages                  PROCESSING past 3x their lease: nobody is reclaiming (alert on > 0)
 //
@@ -31,7 +35,7 @@ type StatsCollector struct {
 	db      outbox.DBTX
 	timeout time.Duration
 
-	messages, due, oldest, stale, stuck *prometheus.Desc
+	messages, due, oldest, oldestDue, stale, stuck *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -60,7 +64,9 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		due: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "due_messages"),
 			"PENDING rows whose next_attempt_at has passed: waiting only for a worker.", nil, nil),
 		oldest: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_pending_age_seconds"),
-			"Age of the oldest PENDING row by the database clock, 0 when none: the delivery lag.", nil, nil),
+			"Age of the oldest PENDING row by the database clock, 0 when none: the delivery lag, delayed and backed-off rows included.", nil, nil),
+		oldestDue: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_due_age_seconds"),
+			"How long the longest-waiting due PENDING row has been claimable, 0 when none: grows when nobody claims.", nil, nil),
 		stale: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stale_messages"),
 			"PROCESSING rows past their lease (reclaim_after); a live worker reclaims them.", nil, nil),
 		stuck: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stuck_messages"),
@@ -74,7 +80,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.stale, c.stuck} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck} {
 		ch <- d
 	}
 }
@@ -98,6 +104,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(s.Due))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestPending.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.oldestDue, prometheus.GaugeValue, s.OldestDue.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, float64(s.Stale))
 	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(s.Stuck))
 }

@@ -166,9 +166,12 @@ outbox_messages{event_type="doomed",status="PROCESSING"} 0
 # HELP outbox_due_messages PENDING rows whose next_attempt_at has passed: waiting only for a worker.
 # TYPE outbox_due_messages gauge
 outbox_due_messages 0
-# HELP outbox_oldest_pending_age_seconds Age of the oldest PENDING row by the database clock, 0 when none: the delivery lag.
+# HELP outbox_oldest_pending_age_seconds Age of the oldest PENDING row by the database clock, 0 when none: the delivery lag, delayed and backed-off rows included.
 # TYPE outbox_oldest_pending_age_seconds gauge
 outbox_oldest_pending_age_seconds 0
+# HELP outbox_oldest_due_age_seconds How long the longest-waiting due PENDING row has been claimable, 0 when none: grows when nobody claims.
+# TYPE outbox_oldest_due_age_seconds gauge
+outbox_oldest_due_age_seconds 0
 # HELP outbox_stale_messages PROCESSING rows past their lease (reclaim_after); a live worker reclaims them.
 # TYPE outbox_stale_messages gauge
 outbox_stale_messages 0
@@ -178,7 +181,7 @@ outbox_stuck_messages 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantGauges),
 		"outbox_messages", "outbox_due_messages", "outbox_oldest_pending_age_seconds",
-		"outbox_stale_messages", "outbox_stuck_messages"); err != nil {
+		"outbox_oldest_due_age_seconds", "outbox_stale_messages", "outbox_stuck_messages"); err != nil {
 		t.Error(err)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {

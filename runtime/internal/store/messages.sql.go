@@ -359,6 +359,76 @@ func (q *Queries) MessageCountFailed(ctx context.Context, db DBTX, arg MessageCo
 	return n, err
 }
 
+const messageCountPurgeFailed = `-- name: MessageCountPurgeFailed :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = 'FAILED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+`
+
+type MessageCountPurgeFailedParams struct {
+	OlderThanUs int64
+}
+
+// What MessagePurgeFailed would delete, all batches together (Purge's dry run).
+func (q *Queries) MessageCountPurgeFailed(ctx context.Context, db DBTX, arg MessageCountPurgeFailedParams) (int64, error) {
+	row := db.QueryRowContext(ctx, messageCountPurgeFailed, arg.OlderThanUs, arg.OlderThanUs)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
+const messageCountPurgeIDs = `-- name: MessageCountPurgeIDs :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = ?
+  AND id IN (/*SLICE:ids*/?)
+`
+
+type MessageCountPurgeIDsParams struct {
+	Status OutboxMessagesStatus
+	Ids    []int64
+}
+
+func (q *Queries) MessageCountPurgeIDs(ctx context.Context, db DBTX, arg MessageCountPurgeIDsParams) (int64, error) {
+	query := messageCountPurgeIDs
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	row := db.QueryRowContext(ctx, query, queryParams...)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
+const messageCountPurgeSent = `-- name: MessageCountPurgeSent :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages
+WHERE status = 'SENT'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND sent_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+`
+
+type MessageCountPurgeSentParams struct {
+	OlderThanUs int64
+}
+
+// What MessagePurgeSent would delete, all batches together (Purge's dry run).
+func (q *Queries) MessageCountPurgeSent(ctx context.Context, db DBTX, arg MessageCountPurgeSentParams) (int64, error) {
+	row := db.QueryRowContext(ctx, messageCountPurgeSent, arg.OlderThanUs, arg.OlderThanUs)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const messageCountStuck = `-- name: MessageCountStuck :one
 SELECT CAST(COUNT(*) AS SIGNED) AS stuck
 FROM outbox_messages
@@ -373,6 +443,37 @@ func (q *Queries) MessageCountStuck(ctx context.Context, db DBTX) (int64, error)
 	var stuck int64
 	err := row.Scan(&stuck)
 	return stuck, err
+}
+
+const messageGet = `-- name: MessageGet :one
+SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at
+FROM outbox_messages
+WHERE id = ?
+`
+
+// One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
+func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (OutboxMessage, error) {
+	row := db.QueryRowContext(ctx, messageGet, id)
+	var i OutboxMessage
+	err := row.Scan(
+		&i.ID,
+		&i.EventType,
+		&i.Payload,
+		&i.IdempotencyKey,
+		&i.Status,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.NextAttemptAt,
+		&i.ClaimedAt,
+		&i.ReclaimAfter,
+		&i.ClaimToken,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.SentAt,
+		&i.FailedAt,
+	)
+	return i, err
 }
 
 const messageInsert = `-- name: MessageInsert :execlastid
@@ -669,7 +770,7 @@ const messagePurgeFailed = `-- name: MessagePurgeFailed :execrows
 DELETE FROM outbox_messages
 WHERE status = 'FAILED'
   AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-  AND failed_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY next_attempt_at, id
 LIMIT ?
 `
@@ -679,9 +780,42 @@ type MessagePurgeFailedParams struct {
 	Limit       int32
 }
 
-// As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at.
+// As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at. A row made
+// FAILED by hand without failed_at counts as failed at its next_attempt_at.
 func (q *Queries) MessagePurgeFailed(ctx context.Context, db DBTX, arg MessagePurgeFailedParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messagePurgeFailed, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const messagePurgeIDs = `-- name: MessagePurgeIDs :execrows
+DELETE FROM outbox_messages
+WHERE status = ?
+  AND id IN (/*SLICE:ids*/?)
+`
+
+type MessagePurgeIDsParams struct {
+	Status OutboxMessagesStatus
+	Ids    []int64
+}
+
+// Deletes the given messages if they have this status (SENT or FAILED; Purge checks), whatever
+// their age: an operator discarding messages that must never be delivered.
+func (q *Queries) MessagePurgeIDs(ctx context.Context, db DBTX, arg MessagePurgeIDsParams) (int64, error) {
+	query := messagePurgeIDs
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}
@@ -720,9 +854,8 @@ const messageReclaimStale = `-- name: MessageReclaimStale :execrows
 UPDATE outbox_messages
 SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
     failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
-    last_error      = IF(attempts >= max_attempts,
-                         CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '); attempts exhausted'),
-                         last_error),
+    last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '): its worker died or its handler outlived the lease',
+                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
   AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -733,6 +866,7 @@ LIMIT ?
 // attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
 // that kills its worker cannot loop forever). Assignments run left to right and see earlier
 // ones, so every IF tests attempts/max_attempts, which this statement does not change.
+// last_error says so either way: otherwise a crash or a hang leaves no trace on the row.
 func (q *Queries) MessageReclaimStale(ctx context.Context, db DBTX, limit int32) (int64, error) {
 	result, err := db.ExecContext(ctx, messageReclaimStale, limit)
 	if err != nil {
@@ -796,7 +930,9 @@ SELECT event_type,
                 AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
                     > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)) AS SIGNED) AS stuck,
        CAST(SUM(status = 'FAILED') AS SIGNED) AS failed,
-       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us
+       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
+       CAST(COALESCE(MAX(IF(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+                            TIMESTAMPDIFF(MICROSECOND, next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
 FROM outbox_messages
 WHERE status IN ('PENDING', 'PROCESSING', 'FAILED')
 GROUP BY event_type
@@ -812,9 +948,12 @@ type MessageStatsByTypeRow struct {
 	Stuck           int64
 	Failed          int64
 	OldestPendingUs int64
+	OldestDueUs     int64
 }
 
-// Never counts SENT rows: that part of the table grows without bound.
+// Never counts SENT rows: that part of the table grows without bound. oldest_due_us is how long
+// the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
+// it ignores delayed and backed-off rows, so it grows only when nobody claims.
 func (q *Queries) MessageStatsByType(ctx context.Context, db DBTX) ([]MessageStatsByTypeRow, error) {
 	rows, err := db.QueryContext(ctx, messageStatsByType)
 	if err != nil {
@@ -833,6 +972,7 @@ func (q *Queries) MessageStatsByType(ctx context.Context, db DBTX) ([]MessageSta
 			&i.Stuck,
 			&i.Failed,
 			&i.OldestPendingUs,
+			&i.OldestDueUs,
 		); err != nil {
 			return nil, err
 		}
