@@ -77,24 +77,38 @@ FAILED within --window, so a cron job or probe alerts on an outage and on new fa
 staying red forever over old ones.
 `
 
-const retryHelp = `usage: outboxgen retry (--id N ... | --event-type T | --failed-since D) [--dry-run] [--dsn DSN]
+const retryHelp = `usage: outboxgen retry (--id N ... | --event-type T | --failed-since D | --all) [--dry-run] [--dsn DSN]
 
 Moves FAILED messages back to PENDING, due now, with attempts reset to 0 (outbox.Retry).
-The selectors combine (AND); at least one is required. To retry every FAILED message, say
---failed-since with a long duration (e.g. 3650d). Prints the count; with --dry-run it lists
-the messages that would move and changes nothing.
+The selectors combine (AND); at least one is required; --all selects every FAILED message.
+Prints the count, and names the given ids that did not match and why; with --dry-run it lists
+the messages that would move (the first 100; the count is exact) and changes nothing.
 
 --failed-since takes a duration ago in Go syntax plus days (30m, 36h, 7d, 1d12h), measured on
-this machine's clock, or an RFC 3339 time (2026-12-01T00:00:00Z).
+this machine's clock, or an RFC 3339 time (2026-12-01T00:00:00Z). A message made FAILED by hand
+without failed_at matches only --id, --event-type and --all.
 `
 
-const purgeHelp = `usage: outboxgen purge --older-than D [--status sent|failed] [--batch-size N] [--dsn DSN]
+const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed] [--batch-size N] [--dry-run] [--dsn DSN]
 
 Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
 D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
 locks for long (outbox.Purge). Ages are measured on the database clock. A row made FAILED by
-hand while it was due in the future is purged once that due time is older than D, too.
-Prints the count.
+hand while it was due in the future is purged once that due time is older than D, too; one
+without failed_at counts as failed at its due time.
+
+--id deletes exactly the given messages, whatever their age, if they have --status (which must
+then be given): how to discard a FAILED message that must never be delivered (read it first
+with outboxgen show --id N). Messages of another status are left alone and named.
+
+Prints the count; with --dry-run, the count it would delete, deleting nothing.
+`
+
+const showHelp = `usage: outboxgen show --id N [--json] [--dsn DSN]
+
+Prints one message, whatever its state, with every column (outbox.Inspect): its whole
+last_error (a panic's full stack; status and retry cut it at 160 characters) and its payload.
+Read it before retrying or discarding a message. Exits 1 when no message has that id.
 `
 
 const migrateHelp = `usage: outboxgen migrate [--dsn DSN]
@@ -479,7 +493,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		fmt.Fprintln(w, "  ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
 		for _, f := range rep.NewestFailed {
 			fmt.Fprintf(w, "  %d\t%s\t%d/%d\t%s\t%s\n", f.ID, f.EventType, f.Attempts, f.MaxAttempts,
-				f.FailedAt.UTC().Format(time.RFC3339), opsOneLine(f.LastError))
+				formatTime(f.FailedAt), opsOneLine(f.LastError))
 		}
 		w.Flush()
 	}
@@ -520,13 +534,19 @@ func runRetry(args []string, stdout, stderr io.Writer) int {
 	eventType := c.fs.String("event-type", "", "only messages of this event type (the wire name)")
 	var since sinceFlag
 	c.fs.Var(&since, "failed-since", "only messages that FAILED since: a duration ago (7d, 36h) or an RFC 3339 time")
+	all := c.fs.Bool("all", false, "every FAILED message")
 	dryRun := c.fs.Bool("dry-run", false, "list what would move and change nothing")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
-	if len(ids) == 0 && *eventType == "" && !since.set {
-		return c.usageErr("say which messages: --id, --event-type or --failed-since (all FAILED: --failed-since 3650d)")
+	selective := len(ids) > 0 || *eventType != "" || since.set
+	if !selective && !*all {
+		return c.usageErr("say which messages: --id, --event-type, --failed-since or --all")
 	}
+	if selective && *all {
+		return c.usageErr("--all selects every FAILED message; leave out --id, --event-type and --failed-since, or --all")
+	}
+	// The zero Filter (--all) selects every FAILED row.
 	f := outbox.Filter{IDs: ids, EventType: *eventType, FailedSince: since.at(time.Now()), DryRun: *dryRun}
 
 	ctx, stop := opsContext()
@@ -542,14 +562,21 @@ func runRetry(args []string, stdout, stderr io.Writer) int {
 const dryRunList = 100
 
 func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
+	// Which given ids match is read first: after a retry they are no longer FAILED.
+	var matched []outbox.FailedMessage
+	if len(f.IDs) > 0 {
+		var err error
+		if matched, err = outbox.ListFailed(ctx, db, f, len(f.IDs)); err != nil {
+			return c.dbErr("list failed", err)
+		}
+	}
 	if !f.DryRun {
 		n, err := outbox.Retry(ctx, db, f)
 		if err != nil {
 			return c.dbErr("retry", err)
 		}
 		fmt.Fprintf(c.out, "retried %d message(s): FAILED -> PENDING, attempts reset, due now\n", n)
-		c.noteMissingIDs(f, n)
-		return opsExitOK
+		return c.explainMisses(ctx, db, f, n, matched)
 	}
 	n, err := outbox.Retry(ctx, db, f)
 	if err != nil {
@@ -565,7 +592,7 @@ func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
 		fmt.Fprintln(w, "ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
 		for _, m := range list {
 			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, c.clean(m.EventType), m.Attempts, m.MaxAttempts,
-				m.FailedAt.UTC().Format(time.RFC3339), opsOneLine(opsTruncate(c.clean(m.LastError), lastErrorWidth)))
+				formatTime(m.FailedAt), opsOneLine(opsTruncate(c.clean(m.LastError), lastErrorWidth)))
 		}
 		w.Flush()
 		c.out.Write(b.Bytes())
@@ -574,16 +601,76 @@ func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
 		}
 	}
 	fmt.Fprintf(c.out, "would retry %d message(s) (dry run: nothing changed)\n", n)
-	c.noteMissingIDs(f, n)
-	return opsExitOK
+	return c.explainMisses(ctx, db, f, n, matched)
 }
 
-// noteMissingIDs says when some of the given ids did not match: not FAILED (already retried,
-// SENT, still PENDING), filtered out by the other selectors, or absent.
-func (c *opsCmd) noteMissingIDs(f outbox.Filter, n int64) {
-	if len(f.IDs) > 0 && n < int64(len(f.IDs)) {
-		fmt.Fprintf(c.out, "%d of the %d given id(s) did not match a FAILED message\n", int64(len(f.IDs))-n, len(f.IDs))
+// formatTime prints a database time; "-" for one that is not set (a row made FAILED by hand
+// without failed_at).
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
 	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// maxExplained caps how many unmatched ids are explained one by one.
+const maxExplained = 20
+
+// explainMisses says why selectors matched less than asked: each given id that did not match
+// (absent, not FAILED, or filtered out by the other selectors), and an event type that has no
+// FAILED message (a typo looks exactly like success otherwise). matched holds the given ids'
+// FAILED rows when the caller listed them.
+func (c *opsCmd) explainMisses(ctx context.Context, db *sql.DB, f outbox.Filter, n int64, matched []outbox.FailedMessage) int {
+	if len(f.IDs) > 0 && n < int64(len(f.IDs)) {
+		fmt.Fprintf(c.out, "%d of the %d given id(s) did not match:\n", int64(len(f.IDs))-n, len(f.IDs))
+		hit := map[outbox.MessageID]bool{}
+		for _, m := range matched {
+			hit[m.ID] = true
+		}
+		explained := 0
+		for _, id := range f.IDs {
+			if hit[id] {
+				continue
+			}
+			if explained == maxExplained {
+				fmt.Fprintln(c.out, "  ...")
+				break
+			}
+			explained++
+			r, err := outbox.Inspect(ctx, db, id)
+			switch {
+			case errors.Is(err, outbox.ErrNotFound):
+				fmt.Fprintf(c.out, "  %d: no such message (purged, or never existed)\n", id)
+			case err != nil:
+				return c.dbErr("inspect", err)
+			case r.Status != outbox.StatusFailed:
+				fmt.Fprintf(c.out, "  %d: %s, not FAILED\n", id, r.Status)
+			default:
+				fmt.Fprintf(c.out, "  %d: FAILED, but left out by --event-type or --failed-since\n", id)
+			}
+		}
+	}
+	if f.EventType != "" && n == 0 {
+		snap, err := outbox.Stats(ctx, db)
+		if err != nil {
+			return c.dbErr("stats", err)
+		}
+		if snap.ByType[f.EventType].Failed == 0 {
+			var types []string
+			for t, tc := range snap.ByType {
+				if tc.Failed > 0 {
+					types = append(types, c.clean(t))
+				}
+			}
+			sort.Strings(types)
+			hint := "no event type has FAILED messages"
+			if len(types) > 0 {
+				hint = "event types with FAILED messages: " + strings.Join(types, ", ")
+			}
+			fmt.Fprintf(c.out, "no FAILED message has event type %q (%s)\n", c.clean(f.EventType), hint)
+		}
+	}
+	return opsExitOK
 }
 
 // ---- purge ----
@@ -591,14 +678,24 @@ func (c *opsCmd) noteMissingIDs(f outbox.Filter, n int64) {
 func runPurge(args []string, stdout, stderr io.Writer) int {
 	c := newOpsCmd("purge", purgeHelp, stdout, stderr)
 	var olderThan durationFlag
-	c.fs.Var(&olderThan, "older-than", "delete messages older than this (required; Go syntax or days: 7d)")
+	c.fs.Var(&olderThan, "older-than", "delete messages older than this (Go syntax or days: 7d)")
+	var ids idsFlag
+	c.fs.Var(&ids, "id", "delete this message (repeatable; needs --status)")
 	status := c.fs.String("status", "sent", "which messages: sent or failed")
 	batch := c.fs.Int("batch-size", 0, "rows per DELETE (0: the runtime's default)")
+	dryRun := c.fs.Bool("dry-run", false, "count what would be deleted and delete nothing")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
-	if !olderThan.set {
-		return c.usageErr("--older-than is required (e.g. --older-than 7d)")
+	statusGiven := false
+	c.fs.Visit(func(f *flag.Flag) { statusGiven = statusGiven || f.Name == "status" })
+	switch {
+	case len(ids) > 0 && olderThan.set:
+		return c.usageErr("--id and --older-than do not combine: --id deletes exactly the given messages")
+	case len(ids) > 0 && !statusGiven:
+		return c.usageErr("--id needs --status (sent or failed): say which messages may go")
+	case len(ids) == 0 && !olderThan.set:
+		return c.usageErr("say what to delete: --older-than D (e.g. 7d), or --id N with --status")
 	}
 	if olderThan.d < 0 {
 		return c.usageErr("--older-than must not be negative, got %s", olderThan.String())
@@ -621,14 +718,115 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	n, err := outbox.Purge(ctx, db, outbox.PurgeFilter{Status: st, OlderThan: olderThan.d, BatchSize: *batch})
+	f := outbox.PurgeFilter{Status: st, OlderThan: olderThan.d, IDs: ids, BatchSize: *batch, DryRun: *dryRun}
+	what := fmt.Sprintf("%s message(s) older than %s", st, formatAge(olderThan.d))
+	if len(ids) > 0 {
+		what = fmt.Sprintf("of the %d given %s message(s)", len(ids), st)
+	}
+	n, err := outbox.Purge(ctx, db, f)
 	if err != nil {
-		// Batches before the error are committed; say how many went.
-		fmt.Fprintf(c.out, "purged %d %s message(s) before the error\n", n, st)
+		if !*dryRun {
+			// Batches before the error are committed; say how many went.
+			fmt.Fprintf(c.out, "purged %d %s message(s) before the error\n", n, st)
+		}
 		return c.closeDB(db, c.dbErr("purge", err))
 	}
-	fmt.Fprintf(c.out, "purged %d %s message(s) older than %s\n", n, st, formatAge(olderThan.d))
+	if *dryRun {
+		fmt.Fprintf(c.out, "would purge %d %s (dry run: nothing deleted)\n", n, what)
+	} else {
+		fmt.Fprintf(c.out, "purged %d %s\n", n, what)
+	}
+	if len(ids) > 0 && n < int64(len(ids)) {
+		// Name the ones left, with their status, so nothing is assumed gone that is not.
+		for _, id := range ids {
+			r, err := outbox.Inspect(ctx, db, id)
+			if errors.Is(err, outbox.ErrNotFound) {
+				if *dryRun { // after a real purge, absent also means deleted just now
+					fmt.Fprintf(c.out, "  %d: no such message\n", id)
+				}
+				continue
+			}
+			if err != nil {
+				return c.closeDB(db, c.dbErr("inspect", err))
+			}
+			if r.Status != st {
+				fmt.Fprintf(c.out, "  %d: %s, not %s: left alone\n", id, r.Status, st)
+			}
+		}
+	}
 	return c.closeDB(db, opsExitOK)
+}
+
+// ---- show ----
+
+func runShow(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("show", showHelp, stdout, stderr)
+	var ids idsFlag
+	c.fs.Var(&ids, "id", "the message's id")
+	asJSON := c.fs.Bool("json", false, "print JSON (outbox.Record's fields)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if len(ids) != 1 {
+		return c.usageErr("give one message: --id N")
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	r, err := outbox.Inspect(ctx, db, ids[0])
+	if errors.Is(err, outbox.ErrNotFound) {
+		fmt.Fprintf(c.errw, "outboxgen show: no message %d (purged, or never existed)\n", ids[0])
+		return c.closeDB(db, opsExitCheck)
+	}
+	if err != nil {
+		return c.closeDB(db, c.dbErr("inspect", err))
+	}
+	r.EventType, r.IdempotencyKey, r.LastError = c.clean(r.EventType), c.clean(r.IdempotencyKey), c.clean(r.LastError)
+	r.Payload = json.RawMessage(c.clean(string(r.Payload)))
+	if *asJSON {
+		enc := json.NewEncoder(c.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			fmt.Fprintf(c.errw, "outboxgen show: writing JSON: %s\n", c.clean(err.Error()))
+			return c.closeDB(db, opsExitDB)
+		}
+		return c.closeDB(db, opsExitOK)
+	}
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "id\t%d\n", r.ID)
+	fmt.Fprintf(w, "event type\t%s\n", r.EventType)
+	fmt.Fprintf(w, "status\t%s\n", r.Status)
+	fmt.Fprintf(w, "attempts\t%d of %d\n", r.Attempts, r.MaxAttempts)
+	fmt.Fprintf(w, "idempotency key\t%s\n", r.IdempotencyKey)
+	fmt.Fprintf(w, "created at\t%s\n", formatTime(r.CreatedAt))
+	fmt.Fprintf(w, "next attempt at\t%s\n", formatTime(r.NextAttemptAt))
+	fmt.Fprintf(w, "last claimed at\t%s\n", formatTime(r.ClaimedAt))
+	fmt.Fprintf(w, "lease until\t%s\n", formatTime(r.ReclaimAfter))
+	fmt.Fprintf(w, "claim token\t%s\n", r.ClaimToken)
+	fmt.Fprintf(w, "sent at\t%s\n", formatTime(r.SentAt))
+	fmt.Fprintf(w, "failed at\t%s\n", formatTime(r.FailedAt))
+	w.Flush()
+	fmt.Fprintf(&b, "last error:\n%s\n", indent(r.LastError))
+	payload := string(r.Payload)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, r.Payload, "", "  ") == nil {
+		payload = pretty.String()
+	}
+	fmt.Fprintf(&b, "payload:\n%s\n", indent(payload))
+	c.out.Write(b.Bytes())
+	return c.closeDB(db, opsExitOK)
+}
+
+// indent prefixes every line of s with four spaces; "-" for an empty s.
+func indent(s string) string {
+	if s == "" {
+		return "    -"
+	}
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
 // ---- migrate ----

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -552,7 +553,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{runRetry, []string{"--dsn", dsn, "--id", "0"}, "want a positive message id"},
 		{runRetry, []string{"--dsn", dsn, "--failed-since", "yesterday"}, "RFC 3339"},
 		{runRetry, []string{"--dsn", dsn, "--failed-since", "-1h"}, "must be positive"},
-		{runPurge, []string{"--dsn", dsn}, "--older-than is required"},
+		{runPurge, []string{"--dsn", dsn}, "say what to delete: --older-than D"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7x"}, "invalid duration"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "-7d"}, "must not be negative"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--status", "pending"}, "--status must be sent or failed"},
@@ -877,5 +878,76 @@ func TestInterruptedIsNotADatabaseFailure(t *testing.T) {
 	errb.Reset()
 	if code := c.dbErr("purge", fmt.Errorf("outbox: Purge: %w", context.Canceled)); code != opsExitInterrupted || !strings.Contains(errb.String(), "interrupted") {
 		t.Errorf("after cancel: exit %d, stderr %q; want %d and 'interrupted'", code, errb.String(), opsExitInterrupted)
+	}
+}
+
+// The on-call path for one bad message: show it whole, retry names what did not match, a typo'd
+// event type says so, and purge --id discards exactly the FAILED one.
+func TestShowRetryMissesAndPurgeByID(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	stack := "panic: boom\n" + strings.Repeat("goroutine 9 [running]: main.handle() /src/main.go:42 +0x5e\n", 20) + "END OF STACK"
+	failed := f.failed("welcome_email", 60, stack)
+	db.MustExec(t, `UPDATE outbox_messages SET payload = '{"company_id":42,"email":"a@example.com"}' WHERE id = ?`, failed)
+	pending := f.enqueue("welcome_email")
+	hand := f.enqueue("welcome_email") // made FAILED by hand, without failed_at
+	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED' WHERE id = ?", hand)
+
+	r := runOps(runShow, "--dsn", db.DSN, "--id", fmt.Sprint(failed))
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "END OF STACK") || !strings.Contains(r.stdout, "status           FAILED") || !strings.Contains(r.stdout, `    "company_id": 42,`) {
+		t.Errorf("show: want the whole last_error, the status and the payload:\n%s", r)
+	}
+	r = runOps(runShow, "--dsn", db.DSN, "--id", fmt.Sprint(failed), "--json")
+	mustExit(t, r, opsExitOK)
+	var rec outbox.Record
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.ID != failed || rec.LastError != stack || rec.Status != outbox.StatusFailed {
+		t.Errorf("show --json = %+v, %v", rec, err)
+	}
+	r = runOps(runShow, "--dsn", db.DSN, "--id", "999999")
+	if r.code != opsExitCheck || !strings.Contains(r.stderr, "no message 999999") {
+		t.Errorf("show of a missing id: %s", r)
+	}
+
+	r = runOps(runRetry, "--dsn", db.DSN, "--id", fmt.Sprint(failed), "--id", fmt.Sprint(pending), "--id", "999999", "--dry-run")
+	mustExit(t, r, opsExitOK)
+	for _, want := range []string{"would retry 1 message(s)", fmt.Sprintf("  %d: PENDING, not FAILED", pending), "  999999: no such message"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("retry --dry-run with unmatched ids: want %q in:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, fmt.Sprintf("  %d:", failed)) {
+		t.Errorf("the matching id is listed as unmatched:\n%s", r)
+	}
+	r = runOps(runRetry, "--dsn", db.DSN, "--event-type", "welcome_emial")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, `no FAILED message has event type "welcome_emial" (event types with FAILED messages: welcome_email)`) {
+		t.Errorf("retry of a mistyped event type: %s", r)
+	}
+	r = runOps(runRetry, "--dsn", db.DSN, "--all", "--dry-run")
+	handRow := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +welcome_email +0/10 +- `, hand))
+	if r.code != opsExitOK || !strings.Contains(r.stdout, "would retry 2 message(s)") || !handRow.MatchString(r.stdout) {
+		t.Errorf("retry --all --dry-run: want both FAILED rows, the hand-made one too:\n%s", r)
+	}
+	if r := runOps(runRetry, "--dsn", db.DSN, "--all", "--event-type", "x"); r.code != opsExitUsage {
+		t.Errorf("--all with a selector: want exit 2, got %s", r)
+	}
+
+	// purge --id: needs --status; discards the FAILED one only; dry run first.
+	if r := runOps(runPurge, "--dsn", db.DSN, "--id", fmt.Sprint(failed)); r.code != opsExitUsage || !strings.Contains(r.stderr, "--id needs --status") {
+		t.Errorf("purge --id without --status: %s", r)
+	}
+	args := []string{"--dsn", db.DSN, "--status", "failed", "--id", fmt.Sprint(failed), "--id", fmt.Sprint(pending)}
+	r = runOps(runPurge, append(args, "--dry-run")...)
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "would purge 1 of the 2 given FAILED message(s)") || !strings.Contains(r.stdout, fmt.Sprintf("%d: PENDING, not FAILED: left alone", pending)) ||
+		f.countByStatus("FAILED") != 2 {
+		t.Errorf("purge --id --dry-run:\n%s", r)
+	}
+	r = runOps(runPurge, args...)
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "purged 1 of the 2 given FAILED message(s)") || f.countByStatus("FAILED") != 1 || f.countByStatus("PENDING") != 1 {
+		t.Errorf("purge --id: want only the FAILED row deleted:\n%s", r)
 	}
 }
