@@ -113,8 +113,10 @@ Read it before retrying or discarding a message. Exits 1 when no message has tha
 
 const migrateHelp = `usage: outboxgen migrate [--dsn DSN]
 
-Applies the outbox schema (outbox.Migrate): CREATE TABLE IF NOT EXISTS for every table, so
-running it twice is harmless. It also checks the connection settings the runtime needs.
+Applies the outbox schema (outbox.Migrate): creates the tables that are missing and leaves the
+others as they are, so running it twice is harmless, and it needs the CREATE privilege only
+while a table is missing. It fails, naming the table and its missing columns, when an existing
+table does not match the schema. It also checks the connection settings the runtime needs.
 `
 
 // opsCmd is one operator subcommand invocation: its flags, output streams and database.
@@ -225,8 +227,8 @@ func (c *opsCmd) usageErr(format string, args ...any) int {
 	return opsExitUsage
 }
 
-// dbErr prints one line naming the database (without password) and returns opsExitDB. Driver
-// errors can be multi-line (Migrate appends the statement); the first line is the cause.
+// dbErr prints one line naming the database (without password) and returns opsExitDB. Errors
+// can be multi-line (a handler's or the driver's); the first line is the cause.
 func (c *opsCmd) dbErr(what string, err error) int {
 	if c.ctx != nil && c.ctx.Err() != nil {
 		fmt.Fprintf(c.errw, "outboxgen %s: interrupted during %s\n", c.name, what)

@@ -58,7 +58,8 @@
 //     the claim already, so a message that kills its worker cannot loop forever.
 //  5. Watch: rows PROCESSING for more than three times their own lease mean nobody is
 //     reclaiming. Stats counts them as Stuck, and every worker reports them through
-//     Config.Reporter as incident.Stuck (and logs them at error level) each time it sees any.
+//     Config.Reporter as incident.Stuck each time it sees any. Every incident is one
+//     error-level line on Config.Logger, with the default Reporter or a custom one.
 //
 // Every status time comes from the database clock (UTC), never the application's, so
 // instances with skewed clocks agree, and the lease lives on the row, so workers with
@@ -84,11 +85,22 @@
 // context until their event timeout, or until Config.ShutdownTimeout passes, when it is
 // cancelled; the results of the handlers that return are recorded, and Run returns nil.
 //
+// A database outage does not end Run: failed claims, reclaims and stuck checks are logged and
+// tried again, and claims resume once the database answers. Run returns an error only when
+// the Worker is already running, so it needs no restart loop.
+//
 // Go cannot kill a goroutine. A handler that ignores its context keeps running, and keeps its
 // dispatch slot, for as long as it likes: the worker reports it as incident.HandlerHung once
 // it outlives its timeout, and at shutdown Run returns without it. Whatever it does after that
 // is not recorded; its row stays PROCESSING until its lease passes and another worker
 // reclaims it. Handlers must honour their context.
+//
+// # Schema
+//
+// Migrate creates the tables that are missing and leaves existing ones alone, so an
+// application can call it at startup as a user without the CREATE privilege once the tables
+// exist (applied by a DBA from `outboxgen schema`, say). It fails, naming the table and the
+// missing columns, when an existing table lacks a column the runtime uses.
 //
 // # Connection settings
 //

@@ -53,7 +53,9 @@ type Config struct {
 	// Logger receives the worker's log lines (snake_case keys). Defaults to slog.Default().
 	Logger *slog.Logger
 	// Reporter receives incidents: incident.Stuck (rows PROCESSING past 3x their lease) each
-	// time the watch sees them, and incident.HandlerHung. Defaults to incident.Slog(Logger).
+	// time the watch sees them, and incident.HandlerHung. Each incident is also exactly one
+	// error-level "outboxgen incident" line on Logger: the default Reporter writes it, and with
+	// a custom Reporter the worker writes it. Defaults to incident.Slog(Logger).
 	Reporter incident.Reporter
 	// Observer receives counts and durations for metrics. Defaults to NopObserver{}.
 	Observer Observer
@@ -268,8 +270,16 @@ func (w *Worker) signalFreed() {
 // once; in-flight handlers keep their contexts until their event timeout or until
 // ShutdownTimeout passes, when their contexts are cancelled; the results of those that return
 // are recorded; and Run returns nil. A handler that ignores its context is left running (Go
-// cannot stop it); its row is reclaimed after its lease. Run on a Worker that is already
-// running returns an error.
+// cannot stop it); its row is reclaimed after its lease.
+//
+// Database errors do not end Run. While the database is unreachable, each failed claim,
+// reclaim and stuck check is logged at error level and tried again at the next PollInterval
+// or ReclaimInterval; claims resume by themselves once it answers (database/sql opens new
+// connections). A result that cannot be written is retried for up to half of StaleAfter, then
+// given up: its row is reclaimed after its lease and delivered again.
+//
+// Run returns an error only when the Worker is already running; otherwise it returns nil, and
+// only after ctx is done. It needs no restart loop.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("outbox: Worker.Run: already running")
@@ -798,10 +808,13 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 		if res.outcome == OutcomeFailed {
 			level = slog.LevelError
 		}
-		w.log.LogAttrs(context.Background(), level, "outbox handler failed",
-			slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType),
-			slog.Int("attempt", m.attempt), slog.String("outcome", string(res.outcome)),
-			slog.Duration("retry_in", res.delay), slog.String("error", err.Error()))
+		attrs := []slog.Attr{slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType),
+			slog.Int("attempt", m.attempt), slog.String("outcome", string(res.outcome))}
+		if res.outcome == OutcomeRetried { // a FAILED message is not retried: retry_in=0s would say "at once"
+			attrs = append(attrs, slog.Duration("retry_in", res.delay))
+		}
+		attrs = append(attrs, slog.String("error", err.Error()))
+		w.log.LogAttrs(context.Background(), level, "outbox handler failed", attrs...)
 	}
 	return res
 }
@@ -1141,11 +1154,12 @@ func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
 	}
 	if n > 0 {
 		w.cfg.Observer.Stuck(n)
-		err := fmt.Errorf("%d messages PROCESSING for more than 3x their lease: nobody is reclaiming them", n)
-		w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck messages: nobody is reclaiming them", slog.Int64("stuck", n),
-			slog.Bool("reclaim_disabled", w.cfg.DisableReclaim))
-		// Logged just above with its count, so straight to the Reporter.
-		w.cfg.Reporter.Report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: err})
+		msg := fmt.Sprintf("%d messages PROCESSING for more than 3x their lease: nobody is reclaiming them", n)
+		if w.cfg.DisableReclaim {
+			msg += " (this worker's reclaim is disabled)"
+		}
+		// Through report only: a line of our own as well would page log-based alerting twice.
+		w.report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: errors.New(msg)})
 	}
 	return n, nil
 }

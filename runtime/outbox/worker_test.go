@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -1193,5 +1195,184 @@ func TestClaimWindowsAdvancePastTiedDueTimes(t *testing.T) {
 	}
 	if n := third.claimFallbacks.Load(); n != 0 {
 		t.Fatalf("the third claim fell back to the index scan %d times; its second window should have had free rows", n)
+	}
+}
+
+// logRecords keeps the records a logger writes, for tests about what the worker logs.
+type logRecords struct {
+	mu  sync.Mutex
+	all []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, r.Clone())
+	return nil
+}
+
+// errorLines returns the messages of the error-level records, with their kind attribute if any.
+func (l *logRecords) errorLines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.all {
+		if r.Level < slog.LevelError {
+			continue
+		}
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "kind" {
+				line += " kind=" + a.Value.String()
+			}
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// find returns the attributes of the first record with message msg.
+func (l *logRecords) find(msg string) (map[string]string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.all {
+		if r.Message == msg {
+			attrs := map[string]string{}
+			r.Attrs(func(a slog.Attr) bool {
+				attrs[a.Key] = a.Value.String()
+				return true
+			})
+			return attrs, true
+		}
+	}
+	return nil, false
+}
+
+// Log-based alerting pages on error lines: every incident must be exactly one, with the default
+// Reporter (which writes it) and with a custom one (the worker writes it beside the call).
+func TestEachIncidentIsOneErrorLine(t *testing.T) {
+	t.Parallel()
+	for _, custom := range []bool{false, true} {
+		name := map[bool]string{false: "default_reporter", true: "custom_reporter"}[custom]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := migrated(t)
+			logs := &logRecords{}
+			inc := &incidents{}
+			cfg := Config{Logger: slog.New(logs), StaleAfter: time.Second, ShutdownTimeout: 100 * time.Millisecond}
+			if custom {
+				cfg.Reporter = inc
+			}
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			r := NewRouter()
+			r.Handle("ignores_ctx", Policy{Timeout: 100 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error {
+				<-release // ignores its context: hung after its timeout, abandoned at shutdown
+				return nil
+			})
+			w := newTestWorker(t, db.DB, r, cfg)
+
+			// Stuck: one watch pass over a row claimed 10s ago under a 1s lease.
+			id := enqueueN(t, db.DB, "other_type", 1)[0]
+			db.MustExec(t, "UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='t', claimed_at=UTC_TIMESTAMP(6) - INTERVAL 10 SECOND, reclaim_after=UTC_TIMESTAMP(6) - INTERVAL 9 SECOND WHERE id = ?", int64(id))
+			if n, err := w.watchOnce(context.Background()); err != nil || n != 1 {
+				t.Fatalf("watchOnce = %d, %v; want 1 stuck row", n, err)
+			}
+			want := []string{"outboxgen incident kind=stuck"}
+			if got := logs.errorLines(); !slices.Equal(got, want) {
+				t.Fatalf("error lines after one stuck sighting: %q, want %q", got, want)
+			}
+
+			// HandlerHung twice: past its timeout, then abandoned at shutdown.
+			stop := start(t, w)
+			enqueueN(t, db.DB, "ignores_ctx", 1)
+			waitFor(t, 5*time.Second, "handler_hung error line", func() bool { return len(logs.errorLines()) == 2 })
+			stop()
+			want = append(want, "outboxgen incident kind=handler_hung", "outboxgen incident kind=handler_hung")
+			if got := logs.errorLines(); !slices.Equal(got, want) {
+				t.Fatalf("error lines: %q, want %q", got, want)
+			}
+			if custom && (inc.count(incident.Stuck) != 1 || inc.count(incident.HandlerHung) != 2) {
+				t.Fatalf("custom Reporter got %d stuck and %d handler_hung, want 1 and 2", inc.count(incident.Stuck), inc.count(incident.HandlerHung))
+			}
+		})
+	}
+}
+
+// retry_in=0s beside outcome=failed reads as "retrying at once": it is logged for retries only.
+func TestHandlerFailedLogsRetryInOnlyForRetries(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	for _, c := range []struct {
+		name        string
+		err         error
+		attempt     int
+		wantOutcome Outcome
+	}{
+		{"retry", errors.New("try later"), 1, OutcomeRetried},
+		{"permanent", Permanent(errors.New("bad input")), 1, OutcomeFailed},
+		{"exhausted", errors.New("still down"), 3, OutcomeFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &logRecords{}
+			r := NewRouter()
+			r.Handle("fails", Policy{MaxAttempts: 3}, func(context.Context, json.RawMessage, Delivery) error { return c.err })
+			w := newTestWorker(t, db.DB, r, Config{Logger: slog.New(logs)})
+			res := w.handle(context.Background(), claimed{id: 1, eventType: "fails", payload: []byte("{}"), attempt: c.attempt, maxAttempts: 3, token: "t"})
+			attrs, ok := logs.find("outbox handler failed")
+			if res.outcome != c.wantOutcome || !ok || attrs["outcome"] != string(c.wantOutcome) {
+				t.Fatalf("outcome %s, log %v; want %s logged", res.outcome, attrs, c.wantOutcome)
+			}
+			if _, has := attrs["retry_in"]; has != (c.wantOutcome == OutcomeRetried) {
+				t.Fatalf("outcome %s logged with %v: want retry_in only when retrying", res.outcome, attrs)
+			}
+		})
+	}
+}
+
+// Run's doc promises that a database outage does not end it: failures are logged and claims
+// resume once the database answers.
+func TestRunSurvivesDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	inj := faultdriver.New()
+	db, err := inj.OpenDB(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	logs := &logRecords{}
+	r := NewRouter()
+	r.Handle("outage", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db, r, Config{Logger: slog.New(logs), ReclaimInterval: 50 * time.Millisecond})
+
+	down := inj.Add(faultdriver.Rule{Match: `.`, Err: errors.New("injected: connection refused")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	ids := enqueueN(t, d.DB, "outage", 3)
+	waitFor(t, 5*time.Second, "claim, reclaim and stuck watch failures logged", func() bool {
+		got := strings.Join(logs.errorLines(), "|")
+		return strings.Contains(got, "outbox claim failed") && strings.Contains(got, "outbox reclaim failed") && strings.Contains(got, "outbox stuck watch failed")
+	})
+	select {
+	case err := <-errc:
+		t.Fatalf("Run returned %v while the database was down, want it to keep going", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if n := countRows(t, d, "status='PENDING'"); n != len(ids) {
+		t.Fatalf("%d PENDING rows while the database was down, want %d", n, len(ids))
+	}
+
+	down.Remove()
+	waitFor(t, 5*time.Second, "all SENT after the database came back", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run returned %v after cancel, want nil", err)
 	}
 }
