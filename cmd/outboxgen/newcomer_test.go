@@ -12,11 +12,11 @@ import (
 )
 
 // TestNewcomerFlow follows README.md's "Using it in your own repo" in a fresh host module:
-// go mod edit (require + replace to this checkout, the documented local-clone form), go get
-// -tool, an events.yaml with the documented //go:generate line, go mod tidy, go generate,
-// go build, then a program that enqueues in a transaction and runs a worker that delivers to
-// the typed handler on the test database. GOPROXY=off, as README says for a proxy that
-// answers 403 for unknown module paths: every dependency is already in the module cache.
+// go mod edit (require + replace to this checkout + tool, the documented local-clone form), go
+// mod tidy, an events.yaml with the documented //go:generate line, go generate, go build, then
+// a program that enqueues in a transaction and runs a worker that delivers to the typed
+// handler on the test database. GOPROXY=off keeps it hermetic: every dependency is already in
+// the module cache (README's form also works with an empty cache and a proxy).
 func TestNewcomerFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips the end-to-end newcomer flow (it builds a module)")
@@ -56,8 +56,9 @@ func TestNewcomerFlow(t *testing.T) {
 	}
 
 	write("go.mod", "module example.com/shop\n\ngo 1.24\n")
-	step("mod", "edit", "-require=github.com/outboxgen/outboxgen@v0.0.0", "-replace=github.com/outboxgen/outboxgen="+repo)
-	step("get", "-tool", "github.com/outboxgen/outboxgen/cmd/outboxgen")
+	step("mod", "edit", "-require=github.com/outboxgen/outboxgen@v0.0.0", "-replace=github.com/outboxgen/outboxgen="+repo,
+		"-tool=github.com/outboxgen/outboxgen/cmd/outboxgen")
+	step("mod", "tidy")
 	write("events/events.yaml", newcomerCatalog)
 	write("events/doc.go", "// Package events holds the shop's outbox events.\npackage events\n\n//go:generate go tool outboxgen generate -f events.yaml\n")
 	write("main.go", newcomerProgram)
