@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Schema is the DDL of every outboxgen table. Each statement is idempotent
+// Schema is the DDL of every outboxgen table: the one copy, which sqlc also reads (sqlc.yaml)
+// and outbox.Migrate parses for the columns it checks. Each statement is idempotent
 // (CREATE TABLE IF NOT EXISTS), so applying it twice is harmless.
 //
 //go:embed schema.sql

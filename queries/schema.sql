@@ -1,6 +1,7 @@
--- outboxgen schema: the ONE copy of the DDL. Applied idempotently by outbox.Migrate,
--- printed by `outboxgen schema` for goose/atlas/golang-migrate users, and read by sqlc.
--- Every time column is written from the database clock (UTC_TIMESTAMP(6)), never the app's.
+-- The tables of outboxgen (github.com/outboxgen/outboxgen), as `outboxgen schema` prints them:
+-- save this as a migration (goose, atlas, golang-migrate), or let outbox.Migrate create the
+-- tables that are missing. Every time column is written from the database clock
+-- (UTC_TIMESTAMP(6)), never the application's.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              BIGINT       NOT NULL AUTO_INCREMENT,
