@@ -84,12 +84,33 @@ type fieldDecl struct {
 
 // problems collects errors in the go build shape.
 type problems struct {
-	path string
-	list ErrorList
+	path  string
+	lines int // in the catalog, counted as yaml.v3 counts them
+	list  ErrorList
 }
 
 func (ps *problems) add(p pos, format string, args ...any) {
+	if p.line > ps.lines {
+		// yaml.v3 places an empty last document past the end of the file.
+		p = pos{max(ps.lines, 1), 1}
+	}
 	ps.list = append(ps.list, &Error{Path: ps.path, Line: p.line, Col: p.col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// lineCount counts lines as yaml.v3 does: \r\n, \r, \n, NEL, LS and PS each end one.
+func lineCount(src []byte) int {
+	n := 1
+	for i, r := range string(src) {
+		switch r {
+		case '\r':
+			if i+1 == len(src) || src[i+1] != '\n' {
+				n++
+			}
+		case '\n', '\u0085', '\u2028', '\u2029':
+			n++
+		}
+	}
+	return n
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -104,14 +125,16 @@ func load(src []byte, ps *problems) *catalog {
 			ps.add(pos{1, 1}, "empty catalog: expected version, package and events")
 			return nil
 		}
-		ps.add(yamlErrPos(err), "invalid YAML: %s", yamlErrMsg(err))
+		p, msg := syntaxError(src, err)
+		ps.add(p, "invalid YAML: %s", msg)
 		return nil
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		ps.add(nodePos(&extra), "a catalog is one YAML document; found a second one")
 	} else if !errors.Is(err, io.EOF) {
-		ps.add(yamlErrPos(err), "invalid YAML: %s", yamlErrMsg(err))
+		p, msg := syntaxError(src, err)
+		ps.add(p, "invalid YAML: %s", msg)
 		return nil
 	}
 	if len(doc.Content) == 0 {
@@ -237,18 +260,39 @@ func (l *loader) entries(n *yaml.Node, fn func(k, v *yaml.Node)) {
 	}
 }
 
-// keys walks a mapping whose keys are fixed, reporting unknown ones with a suggestion.
+// keys walks a mapping whose keys are fixed, reporting unknown ones with a suggestion, else
+// with the keys allowed there.
 func (l *loader) keys(n *yaml.Node, allowed []string, fn func(key string, k, v *yaml.Node)) {
+	var empty *yaml.Node // the last known key, when it holds entries and was left empty
 	l.entries(n, func(k, v *yaml.Node) {
 		for _, a := range allowed {
 			if a == k.Value {
+				empty = nil
+				if entryOf[a] != "" && v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+					empty = k
+				}
 				fn(a, k, v)
 				return
 			}
 		}
-		l.ps.add(nodePos(k), "unknown key %q%s", k.Value, hint(k.Value, allowed, ""))
+		h := hint(k.Value, allowed, "")
+		switch {
+		case h != "":
+		case n.Style&yaml.FlowStyle != 0 && v.Tag == "!!null":
+			// {description: Street, building} reads "building" as a key without a value.
+			h = " (inside {...} a comma ends a value: quote a value that has one)"
+		case empty != nil:
+			// "fields:" with nothing, then its entries one level too far left.
+			h = fmt.Sprintf(" (%s? indent it under %s: on line %d; valid keys here: %s)", entryOf[empty.Value], empty.Value, empty.Line, strings.Join(allowed, ", "))
+		default:
+			h = fmt.Sprintf(" (valid keys here: %s)", strings.Join(allowed, ", "))
+		}
+		l.ps.add(nodePos(k), "unknown key %q%s", k.Value, h)
 	})
 }
+
+// entryOf names an entry of the keys whose value is a mapping of names the user chooses.
+var entryOf = map[string]string{"types": "a type", "events": "an event", "fields": "a field"}
 
 func (l *loader) description(n *yaml.Node, what string) string {
 	if s := l.scalar(n, what+": description"); s != nil {

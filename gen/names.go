@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // initialisms are written in capitals in Go names (id -> ID, url -> URL), as golint and sqlc do.
@@ -34,6 +35,30 @@ func goName(s string) string {
 		}
 		b.WriteString(strings.ToUpper(w[:1]))
 		b.WriteString(w[1:])
+	}
+	return b.String()
+}
+
+// snakeName is the lower_snake_case a type name was probably meant to be: OrderItem,
+// orderItem, order-item and "order item" become order_item, HTTPCode becomes http_code.
+func snakeName(s string) string {
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		switch {
+		case r == '-' || r == ' ' || r == '.':
+			b.WriteByte('_')
+		case unicode.IsUpper(r):
+			// A word starts at an upper-case letter after a lower-case one or a digit, or at
+			// the last capital of a run that a lower-case letter follows (HTTPCode).
+			if i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]) ||
+				unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+		default:
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }

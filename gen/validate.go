@@ -37,6 +37,17 @@ func isBuiltin(s string) bool {
 	return false
 }
 
+// typeAdvice answers type names from Go and other schema languages that the catalog spells
+// differently or leaves out.
+var typeAdvice = map[string]string{
+	"map":         `a map is written with its key and value types, quoted: "map[string]T"`,
+	"any":         "use json for any JSON value",
+	"interface{}": "use json for any JSON value",
+	"object":      "use json for any JSON value, or declare a struct under types:",
+	"decimal":     `no decimal type: use string, or a decimal Go type as {go: "import/path.Type"}`,
+	"func":        "a function cannot be serialised into an event; send data",
+}
+
 // keyScalars are the builtin types an idempotency key field may have (plus enums and {go:}).
 var keyScalars = map[string]bool{"string": true, "bool": true, "int": true, "int32": true, "int64": true, "uint32": true, "uint64": true, "time": true}
 
@@ -83,10 +94,13 @@ func splitGoType(s string) (importPath, name string, ok bool) {
 }
 
 type validator struct {
-	ps    *problems
-	c     *catalog
-	types map[string]*typeDecl
-	names map[string]nameOwner // every generated top-level Go name
+	ps       *problems
+	c        *catalog
+	types    map[string]*typeDecl
+	renamed  map[string]bool      // the suggested names of invalidly named types
+	typeHint []string             // names a field's type may be, for did-you-mean
+	names    map[string]nameOwner // every generated top-level Go name
+	module   *string              // the module path of the catalog's go.mod, once looked up
 }
 
 type nameOwner struct {
@@ -95,16 +109,25 @@ type nameOwner struct {
 }
 
 func validate(c *catalog, ps *problems) {
-	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, names: map[string]nameOwner{}}
+	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, renamed: map[string]bool{}, names: map[string]nameOwner{}}
 	v.header()
 	v.policy(c.defaults, "defaults", false)
 	v.claim("Handlers", "the generated Handlers interface", pos{})
 	v.claim("NewRouter", "the generated NewRouter function", pos{})
+	declared := map[string]bool{}
+	for _, t := range c.types {
+		declared[t.name.v] = true
+	}
+	v.typeHint = append([]string{"enum"}, builtinTypes...)
 	for _, t := range c.types {
 		if !typeNameRe.MatchString(t.name.v) {
+			// Suggest a name only when it would be accepted. Fields that already use it are
+			// not reported again: this error covers them.
 			suggest := ""
-			if low := strings.ToLower(t.name.v); typeNameRe.MatchString(low) {
-				suggest = fmt.Sprintf(" (did you mean %q?)", low)
+			if s := snakeName(t.name.v); typeNameRe.MatchString(s) && !isBuiltin(s) && s != "enum" && !declared[s] && !v.renamed[s] {
+				suggest = fmt.Sprintf(" (did you mean %q?)", s)
+				v.renamed[s] = true
+				v.typeHint = append(v.typeHint, s)
 			}
 			ps.add(t.name.p, "type %q: invalid name: use lower_snake_case, [a-z][a-z0-9_]*%s", t.name.v, suggest)
 			continue
@@ -114,6 +137,7 @@ func validate(c *catalog, ps *problems) {
 			continue
 		}
 		v.types[t.name.v] = t
+		v.typeHint = append(v.typeHint, t.name.v)
 	}
 	for _, t := range c.types {
 		v.typeDecl(t)
@@ -281,7 +305,7 @@ func (v *validator) enumValues(values []str, at *pos, owner pos, what, typeName 
 		seen[val.v] = val.p
 		g := goName(val.v)
 		if g == "" {
-			v.ps.add(val.p, "%s: enum value %q has no letters or digits to name its Go constant", what, val.v)
+			v.ps.add(val.p, "%s: enum value %q has no ASCII letters or digits to name its Go constant", what, val.v)
 			continue
 		}
 		if other, dup := goSeen[g]; dup {
@@ -328,6 +352,18 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 		p, name, ok := splitGoType(f.goType.v)
 		if !ok || !goPathRe.MatchString(p) || !goIdentRe.MatchString(name) {
 			v.ps.add(f.goType.p, "%s: go: %q must be \"import/path.Type\" with an exported type name", what, f.goType.v)
+			return
+		}
+		if first, _, _ := strings.Cut(p, "/"); !strings.Contains(first, ".") && !v.inMainModule(p) && !stdPackage(p) {
+			var fixes []string
+			for _, std := range stdPackagesNamed(p) {
+				fixes = append(fixes, strconv.Quote(std+"."+name))
+			}
+			fix := "write the full import path, such as example.com/mod/pkg.Type"
+			if len(fixes) > 0 {
+				fix = "did you mean " + strings.Join(fixes, " or ") + "?"
+			}
+			v.ps.add(f.goType.p, "%s: go: %q: no standard-library package %q, and other import paths start with a domain (%s)", what, f.goType.v, p, fix)
 		}
 		return
 	}
@@ -350,12 +386,8 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 	if isBuiltin(te.base) {
 		return
 	}
-	if _, ok := v.types[te.base]; ok {
+	if _, ok := v.types[te.base]; ok || v.renamed[te.base] {
 		return
-	}
-	candidates := append([]string{"enum"}, builtinTypes...)
-	for _, t := range v.c.types {
-		candidates = append(candidates, t.name.v)
 	}
 	switch {
 	case te.base == "":
@@ -364,8 +396,10 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 		v.ps.add(f.typ.p, "%s: unsupported type %q (use []T, map[string]T, or optional: true for a pointer)", what, f.typ.v)
 	case strings.Contains(te.base, "."):
 		v.ps.add(f.typ.p, "%s: unknown type %q (for a Go type, write {go: %q})", what, te.base, te.base)
+	case typeAdvice[te.base] != "":
+		v.ps.add(f.typ.p, "%s: unknown type %q (%s)", what, te.base, typeAdvice[te.base])
 	default:
-		v.ps.add(f.typ.p, "%s: unknown type %q%s", what, te.base, hint(te.base, candidates, ""))
+		v.ps.add(f.typ.p, "%s: unknown type %q%s", what, te.base, hint(te.base, v.typeHint, ""))
 	}
 }
 
@@ -426,28 +460,46 @@ func (v *validator) event(e *eventDecl) {
 		case f.optional:
 			v.ps.add(k.p, "%s: the field is optional; key fields must always be set", kwhat)
 		case !v.keyScalar(f):
-			v.ps.add(k.p, "%s: the field is not a scalar (use string, bool, an integer, time, an enum or a {go:} string type)", kwhat)
+			v.ps.add(k.p, "%s: its type %s cannot be a key (key fields are string, bool, int, int32, int64, uint32, uint64, time, an enum or a {go:} type of string kind)", kwhat, v.typeForKey(f))
 		}
 		seen[k.v] = true
 	}
 }
 
+// typeForKey names the type of a field that cannot be a key: float64, "[]string" (a list).
+func (v *validator) typeForKey(f *fieldDecl) string {
+	te := parseTypeExpr(f.typ.v)
+	switch {
+	case len(te.wrappers) > 0 && te.wrappers[0] == "[]":
+		return fmt.Sprintf("%q (a list)", f.typ.v)
+	case len(te.wrappers) > 0:
+		return fmt.Sprintf("%q (a map)", f.typ.v)
+	case v.types[te.base] != nil:
+		return te.base + " (a struct)"
+	}
+	return te.base
+}
+
+// keyScalar reports whether f may be a key field. A field without a type, or with an unknown
+// one, passes: its own error is enough.
 func (v *validator) keyScalar(f *fieldDecl) bool {
 	if f.goType != nil {
 		return true // the generated string(...) conversion makes the compiler check the kind
 	}
 	if f.typ == nil {
-		return false
+		return true
 	}
 	te := parseTypeExpr(f.typ.v)
 	if len(te.wrappers) > 0 {
 		return false
 	}
-	if te.base == "enum" || keyScalars[te.base] {
-		return true
+	if te.base == "enum" || keyScalars[te.base] || v.renamed[te.base] {
+		return true // a renamed type is checked once it has its new name
 	}
-	t, ok := v.types[te.base]
-	return ok && t.isEnum
+	if t, ok := v.types[te.base]; ok {
+		return t.isEnum
+	}
+	return !isBuiltin(te.base)
 }
 
 // cycles reports struct types that contain themselves by value: such a struct has infinite

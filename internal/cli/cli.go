@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 
 	"github.com/outboxgen/outboxgen/gen"
@@ -16,7 +17,8 @@ import (
 )
 
 // Exit codes of the generator's subcommands (DESIGN.md): 1 = invalid catalog or stale output,
-// 2 = usage.
+// 2 = usage, including a catalog that cannot be read (a wrong -f or directory, as the operator
+// commands give 2 for a missing DSN: the command was not pointed at its input).
 const (
 	genExitOK      = 0
 	genExitInvalid = 1
@@ -37,9 +39,10 @@ Generator:
 
 Operations (the database from --dsn or $OUTBOX_DSN):
   status                      counts by event type, stale and stuck rows, recent failures
+  show                        one message whole: its full last_error and payload
   retry                       move FAILED messages back to PENDING
-  purge                       delete SENT (or FAILED) messages older than a retention
-  migrate                     create the tables, idempotently
+  purge                       delete SENT (or FAILED) messages older than a retention, or by id
+  migrate                     create the missing tables; check the existing ones
 
   help                        this text; "outboxgen <command> -h" describes a command
 
@@ -47,7 +50,7 @@ Install in a module: go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen
 Then, next to events.yaml: //go:generate go tool outboxgen generate -f events.yaml
 
 Exit codes: 0 ok, 1 invalid catalog or stale output (status --check: a problem found),
-2 usage, 3 database failure (operations).
+2 usage (also: no catalog at the -f path), 3 database failure (operations), 130 interrupted.
 `
 
 // Main runs outboxgen with args (without the program name) and returns the exit code.
@@ -69,6 +72,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return runSimple("version", rest, stdout, stderr, func() { fmt.Fprintf(stdout, "outboxgen %s\n", version()) })
 	case "status":
 		return runStatus(rest, stdout, stderr)
+	case "show":
+		return runShow(rest, stdout, stderr)
 	case "retry":
 		return runRetry(rest, stdout, stderr)
 	case "purge":
@@ -82,7 +87,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 var catalogHelp = map[string]string{
 	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",
-	"check":    "usage: outboxgen check [-f events.yaml]\n\nValidates the catalog and prints every problem; writes nothing.\n",
+	"check":    "usage: outboxgen check [-f events.yaml]\n\nValidates the catalog and prints every problem, or one line with what it declares; writes\nnothing.\n",
 	"diff":     "usage: outboxgen diff [-f events.yaml]\n\nPrints a unified diff from the file on disk to what generate would write, and exits 1\nwhen they differ (for CI: the committed code is stale).\n",
 }
 
@@ -99,13 +104,29 @@ func runCatalog(cmd string, args []string, stdout, stderr io.Writer) int {
 	}
 	src, err := os.ReadFile(*path)
 	if err != nil {
-		fmt.Fprintf(stderr, "outboxgen %s: %v\n", cmd, err)
-		return genExitInvalid
+		// The path as given may be relative to a directory the user did not expect
+		// (go generate runs in the package's): say where it looked.
+		abs, absErr := filepath.Abs(*path)
+		if absErr != nil {
+			abs = *path
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "outboxgen %s: no catalog at %s (-f names it, relative to the current directory)\n", cmd, abs)
+			return genExitUsage
+		}
+		reason := err
+		if u := errors.Unwrap(err); u != nil {
+			reason = u // "open PATH: is a directory" without the relative PATH
+		}
+		fmt.Fprintf(stderr, "outboxgen %s: read catalog %s: %v\n", cmd, abs, reason)
+		return genExitUsage
 	}
 	if cmd == "check" {
-		if err := gen.Check(*path, src); err != nil {
+		sum, err := gen.Check(*path, src)
+		if err != nil {
 			return reportCatalog(stderr, err)
 		}
+		fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", *path, plural(sum.Events, "event"), plural(sum.Types, "type"))
 		return genExitOK
 	}
 	files, err := gen.Generate(*path, src)
@@ -142,6 +163,13 @@ func reportCatalog(stderr io.Writer, err error) int {
 	}
 	fmt.Fprintf(stderr, "outboxgen: %v\n", err)
 	return genExitInvalid
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // runSimple runs a command that takes no arguments.

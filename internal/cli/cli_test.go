@@ -50,7 +50,7 @@ func TestHelpAndUsage(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Errorf("outboxgen %v: exit %d, stderr %q; want 0 and no stderr", args, code, errOut)
 		}
-		for _, cmd := range []string{"generate [-f events.yaml]", "check", "diff", "schema", "version", "status", "retry", "purge", "migrate", "go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen", "//go:generate go tool outboxgen generate -f events.yaml"} {
+		for _, cmd := range []string{"generate [-f events.yaml]", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen", "//go:generate go tool outboxgen generate -f events.yaml"} {
 			if !strings.Contains(out, cmd) {
 				t.Errorf("outboxgen %v: help lacks %q:\n%s", args, cmd, out)
 			}
@@ -104,8 +104,8 @@ func TestGenerateCheckDiff(t *testing.T) {
 	dir := writeCatalog(t, goodCatalog)
 	out := filepath.Join(dir, "gen", "events_outbox.go")
 
-	if code, _, errOut := run("check"); code != 0 || errOut != "" {
-		t.Fatalf("check of a valid catalog: exit %d, stderr %q", code, errOut)
+	if code, out, errOut := run("check"); code != 0 || errOut != "" || out != "events.yaml: ok (1 event, 0 types)\n" {
+		t.Fatalf("check of a valid catalog: exit %d, stdout %q, stderr %q; want 0 and one line saying ok", code, out, errOut)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("check wrote %s; it must write nothing", out)
@@ -142,8 +142,56 @@ func TestGenerateCheckDiff(t *testing.T) {
 	if again, _ := os.ReadFile(out); !bytes.Equal(again, first) {
 		t.Fatal("generate did not restore the file")
 	}
-	if code, _, errOut := run("generate", "-f", "missing.yaml"); code != 1 || !strings.Contains(errOut, "missing.yaml") {
-		t.Errorf("generate -f missing.yaml: exit %d, stderr %q; want 1 naming the file", code, errOut)
+}
+
+// TestMissingCatalog: a catalog that is not there is a usage error (exit 2, not 1 for an
+// invalid catalog), and the message says where it looked: go generate runs in the package's
+// directory, which may not be the one the user thinks of.
+func TestMissingCatalog(t *testing.T) {
+	writeCatalog(t, goodCatalog)
+	abs, err := filepath.Abs("missing.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"generate", "check", "diff"} {
+		code, out, errOut := run(cmd, "-f", "missing.yaml")
+		want := "outboxgen " + cmd + ": no catalog at " + abs + " (-f names it, relative to the current directory)\n"
+		if code != 2 || out != "" || errOut != want {
+			t.Errorf("%s -f missing.yaml: exit %d, stdout %q, stderr %q; want 2 and %q", cmd, code, out, errOut, want)
+		}
+	}
+	if err := os.Mkdir("dir.yaml", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run("check", "-f", "dir.yaml"); code != 2 || !strings.Contains(errOut, "read catalog "+filepath.Join(filepath.Dir(abs), "dir.yaml")+": is a directory") {
+		t.Errorf("check -f dir.yaml: exit %d, stderr %q; want 2 and the reason", code, errOut)
+	}
+}
+
+// TestCheckSummary: check's one line counts events and types, in the path as given.
+func TestCheckSummary(t *testing.T) {
+	writeCatalog(t, "version: 1\npackage: events\ntypes:\n  money: {fields: {amount: int64}}\n  status: {type: enum, values: [a]}\nevents:\n  a: {fields: {m: money}}\n  b: {fields: {s: status}}\n  c: {delivery: direct, fields: {x: int}}\n")
+	if code, out, errOut := run("check", "-f", "./events.yaml"); code != 0 || errOut != "" || out != "./events.yaml: ok (3 events, 2 types)\n" {
+		t.Errorf("check: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestGenerateKeepsHandWrittenFile: output: naming a hand-written file (no "Code generated"
+// line) fails generate and diff with exit 1, and the file is left alone.
+func TestGenerateKeepsHandWrittenFile(t *testing.T) {
+	writeCatalog(t, "version: 1\npackage: events\noutput: doc.go\nevents:\n  a: {fields: {x: int}}\n")
+	doc := "// Package events holds the events.\npackage events\n\n//go:generate go tool outboxgen generate -f events.yaml\n"
+	if err := os.WriteFile("doc.go", []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"generate", "diff"} {
+		code, out, errOut := run(cmd)
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, "outboxgen "+cmd+": doc.go is not generated code") {
+			t.Errorf("%s over doc.go: exit %d, stdout %q, stderr %q; want 1 and the reason", cmd, code, out, errOut)
+		}
+	}
+	if have, _ := os.ReadFile("doc.go"); string(have) != doc {
+		t.Fatalf("doc.go was overwritten:\n%s", have)
 	}
 }
 
@@ -185,10 +233,10 @@ func TestInvalidCatalogWritesNothing(t *testing.T) {
 	}
 }
 
-// TestOperatorCommandsAreDispatched: status, retry, purge and migrate reach ops.go (their
+// TestOperatorCommandsAreDispatched: status, show, retry, purge and migrate reach ops.go (their
 // behaviour is tested there); -h shows each one's own usage.
 func TestOperatorCommandsAreDispatched(t *testing.T) {
-	for _, cmd := range []string{"status", "retry", "purge", "migrate"} {
+	for _, cmd := range []string{"status", "show", "retry", "purge", "migrate"} {
 		code, out, errOut := run(cmd, "-h")
 		if !strings.Contains(out+errOut, "usage: outboxgen "+cmd) {
 			t.Errorf("%s -h: exit %d, output %q %q; want that command's usage", cmd, code, out, errOut)
