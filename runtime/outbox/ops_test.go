@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -317,30 +316,5 @@ func TestInspect(t *testing.T) {
 	}
 	if _, err := Inspect(ctx, db, id+1000); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Inspect(missing) err = %v, want ErrNotFound", err)
-	}
-}
-
-// A reclaim that leaves attempts says why on the row: otherwise a worker's crash or a hung
-// handler leaves no trace an operator can read (the incident is only in that worker's log).
-func TestReclaimWithAttemptsLeftSaysWhy(t *testing.T) {
-	t.Parallel()
-	db := migrated(t)
-	ctx := context.Background()
-	r := NewRouter()
-	r.Handle("crashes", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
-	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
-	id := enqueueN(t, db.DB, "crashes", 1)[0]
-	got, _, err := w.claim(ctx, 1, claimPos{})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("claim: %v %v", got, err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if n, err := w.reclaimOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
-	}
-	row := getRow(t, db, id)
-	if row.Status != "PENDING" || !strings.Contains(row.LastError.String, "lease expired (claim "+got[0].token+")") ||
-		!strings.Contains(row.LastError.String, "reclaimed for another attempt") {
-		t.Fatalf("row %+v, want PENDING with last_error naming the expired claim", row)
 	}
 }

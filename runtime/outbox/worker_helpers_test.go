@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/faultdriver"
+	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -151,3 +153,16 @@ func (c *calls) total() int {
 }
 
 func statusOf(t testing.TB, db DBTX, id MessageID) string { return getRow(t, db, id).Status }
+
+// faultyDB is a migrated test database and a pool on it through a fault-injecting driver.
+func faultyDB(t testing.TB) (*testdb.DB, *faultdriver.Injector, *sql.DB) {
+	t.Helper()
+	d := migrated(t)
+	inj := faultdriver.New()
+	db, err := inj.OpenDB(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return d, inj, db
+}

@@ -447,26 +447,42 @@ func (stuckObserver) Handled(string, Outcome, time.Duration) {}
 func (stuckObserver) Reclaimed(int64)                        {}
 func (o stuckObserver) Stuck(n int64)                        { o.n.Store(n) }
 
-func TestReclaimExhaustedGoesFailed(t *testing.T) {
+// A reclaim moves an expired lease back to PENDING, or to FAILED when the attempts are
+// exhausted, without adding an attempt (the claim counted it), and says why on the row either
+// way: otherwise a worker's crash or a hung handler leaves no trace an operator can read (the
+// incident is only in that worker's log).
+func TestReclaimSaysWhy(t *testing.T) {
 	t.Parallel()
-	db := migrated(t)
-	ctx := context.Background()
-	r := NewRouter()
-	r.Handle("kills_worker", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
-	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
-	id := enqueueN(t, db.DB, "kills_worker", 1)[0]
-	setRow(t, db, id, "max_attempts = 1")
-	if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
-		t.Fatalf("claim: %v %v", got, err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	n, err := w.reclaimOnce(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
-	}
-	row := getRow(t, db, id)
-	if row.Status != "FAILED" || row.Attempts != 1 || !strings.Contains(row.LastError.String, "attempts exhausted") || !row.FailedAt.Valid {
-		t.Fatalf("row %+v, want FAILED with attempts still 1 (reclaim adds none)", row)
+	for _, c := range []struct {
+		maxAttempts int
+		status      string
+		why         string
+	}{
+		{1, "FAILED", "attempts exhausted"},
+		{2, "PENDING", "reclaimed for another attempt"},
+	} {
+		db := migrated(t)
+		ctx := context.Background()
+		r := NewRouter()
+		r.Handle("kills_worker", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+		w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
+		id := enqueueN(t, db.DB, "kills_worker", 1)[0]
+		setRow(t, db, id, "max_attempts = ?", c.maxAttempts)
+		got, _, err := w.claim(ctx, 1, claimPos{})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("claim: %v %v", got, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		n, err := w.reclaimOnce(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
+		}
+		row := getRow(t, db, id)
+		if row.Status != c.status || row.Attempts != 1 || row.FailedAt.Valid != (c.status == "FAILED") ||
+			!strings.Contains(row.LastError.String, "lease expired (claim "+got[0].token+")") || !strings.Contains(row.LastError.String, c.why) {
+			t.Fatalf("max_attempts %d: row %+v, want %s with attempts still 1 (reclaim adds none) and last_error saying %q",
+				c.maxAttempts, row, c.status, c.why)
+		}
 	}
 }
 
@@ -971,13 +987,7 @@ func TestResultRecordedWithin100ms(t *testing.T) {
 // instead of leaving the row PROCESSING for its lease and delivering it again.
 func TestResultWriteRetriedThroughHiccup(t *testing.T) {
 	t.Parallel()
-	d := migrated(t)
-	inj := faultdriver.New()
-	db, err := inj.OpenDB(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	d, inj, db := faultyDB(t)
 	// Six failures in a row: about 3s of backoff, longer than the old four quick tries.
 	rule := inj.Add(faultdriver.Rule{Match: `MessageMarkSent`, Err: errors.New("injected: server went away"), Times: 6})
 	c := newCalls()
@@ -1338,13 +1348,7 @@ func TestHandlerFailedLogsRetryInOnlyForRetries(t *testing.T) {
 // resume once the database answers.
 func TestRunSurvivesDatabaseOutage(t *testing.T) {
 	t.Parallel()
-	d := migrated(t)
-	inj := faultdriver.New()
-	db, err := inj.OpenDB(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	d, inj, db := faultyDB(t)
 	logs := &logRecords{}
 	r := NewRouter()
 	r.Handle("outage", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
