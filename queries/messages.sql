@@ -134,12 +134,14 @@ WHERE id IN (sqlc.slice('ids'));
 -- attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
 -- that kills its worker cannot loop forever). Assignments run left to right and see earlier
 -- ones, so every IF tests attempts/max_attempts, which this statement does not change.
--- last_error says so either way: otherwise a crash or a hang leaves no trace on the row.
+-- last_error says so either way (a crash or a hang left no trace on the row otherwise), and
+-- keeps the start of the previous error, the handler's own, after it.
 UPDATE outbox_messages
 SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
     failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
     last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '): its worker died or its handler outlived the lease',
-                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
+                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt'),
+                         COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), '')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
   AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -205,7 +207,11 @@ WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since));
 
 -- name: MessageRetryFailed :execrows
--- FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history.
+-- FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history. One
+-- batch, in the claim index's order; Retry loops (each batch its own READ COMMITTED
+-- transaction), so retrying a million failures never holds a million row locks, nor next-key
+-- locks that stall the workers' result writes. A moved row is no longer FAILED, so the next
+-- batch takes the next rows.
 UPDATE outbox_messages
 SET status          = 'PENDING',
     attempts        = 0,
@@ -213,6 +219,21 @@ SET status          = 'PENDING',
     failed_at       = NULL
 WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
+  AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
+  AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since))
+ORDER BY next_attempt_at, id
+LIMIT ?;
+
+-- name: MessageRetryFailedIDs :execrows
+-- MessageRetryFailed for given ids (Retry sends at most retryBatch at a time), by primary key:
+-- scanning the claim index instead, it would wait on any FAILED row another transaction holds.
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
+SET status          = 'PENDING',
+    attempts        = 0,
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    failed_at       = NULL
+WHERE status = 'FAILED'
+  AND id IN (sqlc.slice('ids'))
   AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))
   AND (CAST(sqlc.arg(any_time) AS SIGNED) = 1 OR failed_at >= sqlc.arg(failed_since));
 
@@ -256,16 +277,25 @@ WHERE status = 'FAILED'
   AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));
 
--- name: MessagePurgeIDs :execrows
--- Deletes the given messages if they have this status (SENT or FAILED; Purge checks), whatever
--- their age: an operator discarding messages that must never be delivered.
-DELETE FROM outbox_messages
+-- name: MessageLockForPurge :many
+-- Purge by id, step 1, in a READ COMMITTED transaction: lock the given messages that have this
+-- status (SENT or FAILED; Purge checks). By primary key (FORCE INDEX: left to itself the
+-- optimizer scans the claim index, or the whole table for many ids, and locks what it scans),
+-- so only these rows are locked. A single-table DELETE takes no index hint, hence two steps.
+SELECT id FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE status = sqlc.arg(status)
-  AND id IN (sqlc.slice('ids'));
+  AND id IN (sqlc.slice('ids'))
+FOR UPDATE;
+
+-- name: MessageDeleteLocked :execrows
+-- Purge by id, step 2: delete the rows step 1 locked, in the same transaction (their status
+-- cannot change meanwhile). id IN alone plans on the primary key.
+DELETE FROM outbox_messages
+WHERE id IN (sqlc.slice('ids'));
 
 -- name: MessageCountPurgeIDs :one
 SELECT CAST(COUNT(*) AS SIGNED) AS n
-FROM outbox_messages
+FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE status = sqlc.arg(status)
   AND id IN (sqlc.slice('ids'));
 

@@ -180,10 +180,18 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 	return out, nil
 }
 
+// retryBatch is how many rows one Retry statement moves.
+const retryBatch = 1000
+
 // Retry returns the FAILED messages matching f to PENDING, due now, with attempts reset to 0
 // (a fresh budget of MaxAttempts); last_error is kept as history. It returns the number of rows
 // changed, or with f.DryRun the number it would change, changing nothing. Workers pick the
 // rows up at their next poll.
+//
+// It moves retryBatch rows per statement until none is left or ctx is done; on a *sql.DB each
+// batch is its own READ COMMITTED transaction, so a large retry never holds many locks for long
+// and a cancelled one rolls back its current batch. On a *sql.Tx or *sql.Conn the batches run
+// there, as they are. After an error, the count is what earlier batches moved.
 func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 	a := f.args()
 	if f.DryRun {
@@ -196,14 +204,41 @@ func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 		}
 		return n, nil
 	}
-	n, err := q.MessageRetryFailed(ctx, sdb(db), store.MessageRetryFailedParams{
-		AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
-		AnyTime: a.anyTime, FailedSince: a.since,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("outbox: Retry: %w", err)
+	// One batch: the next retryBatch matching rows, or the next retryBatch of the given ids.
+	batch := func(ctx context.Context, db store.DBTX, ids []int64) (int64, error) {
+		if len(a.ids) > 0 {
+			return q.MessageRetryFailedIDs(ctx, db, store.MessageRetryFailedIDsParams{
+				Ids: ids, AnyType: a.anyType, EventType: a.eventType, AnyTime: a.anyTime, FailedSince: a.since,
+			})
+		}
+		return q.MessageRetryFailed(ctx, db, store.MessageRetryFailedParams{
+			AllIds: 1, AnyType: a.anyType, EventType: a.eventType, AnyTime: a.anyTime, FailedSince: a.since, Limit: retryBatch,
+		})
 	}
-	return n, nil
+	var total int64
+	for start := 0; ; start += retryBatch {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("outbox: Retry: %w", err)
+		}
+		var ids []int64
+		if len(a.ids) > 0 {
+			ids = a.ids[start:min(start+retryBatch, len(a.ids))]
+		}
+		var n int64
+		var err error
+		if pool, ok := db.(*sql.DB); ok {
+			n, err = execReadCommitted(ctx, pool, func(tx *sql.Tx) (int64, error) { return batch(ctx, tx, ids) })
+		} else {
+			n, err = batch(ctx, sdb(db), ids)
+		}
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("outbox: Retry: %w", err)
+		}
+		if len(a.ids) > 0 && start+retryBatch >= len(a.ids) || len(a.ids) == 0 && n < retryBatch {
+			return total, nil
+		}
+	}
 }
 
 // PurgeFilter selects what Purge deletes.
@@ -214,13 +249,13 @@ type PurgeFilter struct {
 	// clock, are deleted. Must be >= 0. The purge scans by next_attempt_at, which the runtime
 	// never sets after sent_at or failed_at; a row made FAILED by hand while due in the future
 	// waits until that due time is also older than OlderThan (and one without failed_at counts
-	// as failed at that due time). Ignored when IDs is set.
+	// as failed at that due time). Must be 0 when IDs is set.
 	OlderThan time.Duration
 	// IDs, when non-empty, deletes exactly these messages, whatever their age, if they have
-	// Status: an operator discarding messages that must never be delivered.
+	// Status: an operator discarding messages that must never be delivered. At most 10,000.
 	IDs []MessageID
-	// BatchSize is the number of rows one DELETE removes, so that no statement holds many row
-	// locks for long. Defaults to 1000.
+	// BatchSize is the number of rows one DELETE removes (or ids one transaction takes), so
+	// that no statement holds many row locks for long. Defaults to 1000.
 	BatchSize int
 	// DryRun makes Purge count the rows it would delete, and delete nothing.
 	DryRun bool
@@ -249,28 +284,14 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if len(f.IDs) > maxPurgeIDs {
 		return 0, fmt.Errorf("outbox: Purge: %d IDs, at most %d at a time", len(f.IDs), maxPurgeIDs)
 	}
+	if len(f.IDs) > 0 && f.OlderThan != 0 {
+		return 0, errors.New("outbox: Purge: IDs and OlderThan do not combine: IDs deletes exactly those messages, whatever their age")
+	}
 	if f.BatchSize == 0 {
 		f.BatchSize = 1000
 	}
 	if len(f.IDs) > 0 {
-		ids := make([]int64, len(f.IDs))
-		for i, id := range f.IDs {
-			ids[i] = int64(id)
-		}
-		st := store.OutboxMessagesStatus(f.Status)
-		if f.DryRun {
-			n, err := q.MessageCountPurgeIDs(ctx, sdb(db), store.MessageCountPurgeIDsParams{Status: st, Ids: ids})
-			if err != nil {
-				return 0, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
-			}
-			return n, nil
-		}
-		// By primary key: it locks only these rows, so autocommit at any isolation is fine.
-		n, err := q.MessagePurgeIDs(ctx, sdb(db), store.MessagePurgeIDsParams{Status: st, Ids: ids})
-		if err != nil {
-			return 0, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
-		}
-		return n, nil
+		return purgeIDs(ctx, db, f)
 	}
 	olderUs := f.OlderThan.Microseconds()
 	if f.DryRun {
@@ -307,6 +328,44 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			return total, nil
 		}
 	}
+}
+
+// purgeIDs deletes exactly f.IDs that have f.Status, f.BatchSize ids per READ COMMITTED
+// transaction: lock them by primary key, then delete what was locked. In a transaction, a
+// Ctrl-C (ctx cancelled) before COMMIT rolls the batch back instead of letting the server
+// finish a statement the client gave up on.
+func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
+	st := store.OutboxMessagesStatus(f.Status)
+	var total int64
+	for start := 0; start < len(f.IDs); start += f.BatchSize {
+		chunk := make([]int64, 0, f.BatchSize)
+		for _, id := range f.IDs[start:min(start+f.BatchSize, len(f.IDs))] {
+			chunk = append(chunk, int64(id))
+		}
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("outbox: Purge: %w", err)
+		}
+		if f.DryRun {
+			n, err := q.MessageCountPurgeIDs(ctx, sdb(db), store.MessageCountPurgeIDsParams{Status: st, Ids: chunk})
+			if err != nil {
+				return total, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
+			}
+			total += n
+			continue
+		}
+		n, err := execReadCommitted(ctx, db, func(tx *sql.Tx) (int64, error) {
+			locked, err := q.MessageLockForPurge(ctx, tx, store.MessageLockForPurgeParams{Status: st, Ids: chunk})
+			if err != nil || len(locked) == 0 {
+				return 0, err
+			}
+			return q.MessageDeleteLocked(ctx, tx, locked)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
+		}
+	}
+	return total, nil
 }
 
 // Record is one message with every column, as Inspect returns it. Times come from the

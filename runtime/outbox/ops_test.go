@@ -294,6 +294,66 @@ func TestPurgeDryRunIDsAndHandMadeFailures(t *testing.T) {
 	if _, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: make([]MessageID, maxPurgeIDs+1)}); err == nil {
 		t.Fatal("Purge with too many IDs: want an error")
 	}
+	if _, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: ids[:1], OlderThan: time.Hour}); err == nil {
+		t.Fatal("Purge with IDs and OlderThan: want an error, not a silently ignored retention")
+	}
+	// In batches of 2 ids.
+	more := enqueueN(t, db.DB, "purge_y", 5)
+	for _, id := range more {
+		setRow(t, db, id, failedSQL, "x", -1)
+	}
+	if n, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: more, BatchSize: 2}); err != nil || n != 5 {
+		t.Fatalf("by-id purge in batches of 2 = %d, %v; want 5", n, err)
+	}
+}
+
+// The operator's writes by id lock only their own rows: a FAILED row that another transaction
+// holds (an admin's SELECT ... FOR UPDATE, a worker) does not make purge or retry of other
+// rows wait. Left to the optimizer, the purge scanned the claim index (or the table) and
+// waited on every row it passed.
+func TestOperatorWritesByIDDoNotWaitOnOtherRows(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	// The shape in which the optimizer scans the claim index's FAILED entries for a DELETE by
+	// status and id (EXPLAIN: key outbox_messages_claim): many rows, some FAILED, a few hundred
+	// ids given, most of them not FAILED.
+	ids := enqueueN(t, db.DB, "by_id", 2000)
+	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED', failed_at=UTC_TIMESTAMP(6), next_attempt_at=LEAST(next_attempt_at, failed_at) WHERE id <= ?", int64(ids[199]))
+	db.MustExec(t, "ANALYZE TABLE outbox_messages")
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	var held int64
+	if err := holder.QueryRowContext(ctx, "SELECT id FROM outbox_messages WHERE id = ? FOR UPDATE", int64(ids[0])).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	// The server's lock wait (50s by default) would outlast this.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if n, err := Purge(wctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: ids[100:400]}); err != nil || n != 100 {
+		t.Fatalf("purge by id beside a held row = %d, %v; want the 100 FAILED ones at once", n, err)
+	}
+	if n, err := Retry(wctx, db.DB, Filter{IDs: ids[50:350]}); err != nil || n != 50 {
+		t.Fatalf("retry by id beside a held row = %d, %v; want the 50 FAILED ones at once", n, err)
+	}
+}
+
+// Retry moves any number of rows, batch after batch.
+func TestRetryMovesMoreThanOneBatch(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	enqueueN(t, db.DB, "many", retryBatch+7)
+	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED', failed_at=UTC_TIMESTAMP(6), next_attempt_at=LEAST(next_attempt_at, failed_at)")
+	if n, err := Retry(ctx, db, Filter{}); err != nil || n != retryBatch+7 {
+		t.Fatalf("Retry(all) = %d, %v; want %d", n, err, retryBatch+7)
+	}
+	if got := countRows(t, db, "status='PENDING' AND attempts=0"); got != retryBatch+7 {
+		t.Fatalf("%d rows PENDING after Retry, want %d", got, retryBatch+7)
+	}
 }
 
 func TestInspect(t *testing.T) {

@@ -381,7 +381,7 @@ func (q *Queries) MessageCountPurgeFailed(ctx context.Context, db DBTX, arg Mess
 
 const messageCountPurgeIDs = `-- name: MessageCountPurgeIDs :one
 SELECT CAST(COUNT(*) AS SIGNED) AS n
-FROM outbox_messages
+FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE status = ?
   AND id IN (/*SLICE:ids*/?)
 `
@@ -443,6 +443,31 @@ func (q *Queries) MessageCountStuck(ctx context.Context, db DBTX) (int64, error)
 	var stuck int64
 	err := row.Scan(&stuck)
 	return stuck, err
+}
+
+const messageDeleteLocked = `-- name: MessageDeleteLocked :execrows
+DELETE FROM outbox_messages
+WHERE id IN (/*SLICE:ids*/?)
+`
+
+// Purge by id, step 2: delete the rows step 1 locked, in the same transaction (their status
+// cannot change meanwhile). id IN alone plans on the primary key.
+func (q *Queries) MessageDeleteLocked(ctx context.Context, db DBTX, ids []int64) (int64, error) {
+	query := messageDeleteLocked
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const messageGet = `-- name: MessageGet :one
@@ -675,6 +700,56 @@ func (q *Queries) MessageListFailedNewest(ctx context.Context, db DBTX, arg Mess
 	return items, nil
 }
 
+const messageLockForPurge = `-- name: MessageLockForPurge :many
+SELECT id FROM outbox_messages FORCE INDEX (PRIMARY)
+WHERE status = ?
+  AND id IN (/*SLICE:ids*/?)
+FOR UPDATE
+`
+
+type MessageLockForPurgeParams struct {
+	Status OutboxMessagesStatus
+	Ids    []int64
+}
+
+// Purge by id, step 1, in a READ COMMITTED transaction: lock the given messages that have this
+// status (SENT or FAILED; Purge checks). By primary key (FORCE INDEX: left to itself the
+// optimizer scans the claim index, or the whole table for many ids, and locks what it scans),
+// so only these rows are locked. A single-table DELETE takes no index hint, hence two steps.
+func (q *Queries) MessageLockForPurge(ctx context.Context, db DBTX, arg MessageLockForPurgeParams) ([]int64, error) {
+	query := messageLockForPurge
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Status)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageMarkFailed = `-- name: MessageMarkFailed :execrows
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status     = 'FAILED',
@@ -790,38 +865,6 @@ func (q *Queries) MessagePurgeFailed(ctx context.Context, db DBTX, arg MessagePu
 	return result.RowsAffected()
 }
 
-const messagePurgeIDs = `-- name: MessagePurgeIDs :execrows
-DELETE FROM outbox_messages
-WHERE status = ?
-  AND id IN (/*SLICE:ids*/?)
-`
-
-type MessagePurgeIDsParams struct {
-	Status OutboxMessagesStatus
-	Ids    []int64
-}
-
-// Deletes the given messages if they have this status (SENT or FAILED; Purge checks), whatever
-// their age: an operator discarding messages that must never be delivered.
-func (q *Queries) MessagePurgeIDs(ctx context.Context, db DBTX, arg MessagePurgeIDsParams) (int64, error) {
-	query := messagePurgeIDs
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.Status)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	result, err := db.ExecContext(ctx, query, queryParams...)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const messagePurgeSent = `-- name: MessagePurgeSent :execrows
 DELETE FROM outbox_messages
 WHERE status = 'SENT'
@@ -855,7 +898,8 @@ UPDATE outbox_messages
 SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
     failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
     last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '): its worker died or its handler outlived the lease',
-                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
+                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt'),
+                         COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), '')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
   AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -866,7 +910,8 @@ LIMIT ?
 // attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
 // that kills its worker cannot loop forever). Assignments run left to right and see earlier
 // ones, so every IF tests attempts/max_attempts, which this statement does not change.
-// last_error says so either way: otherwise a crash or a hang leaves no trace on the row.
+// last_error says so either way (a crash or a hang left no trace on the row otherwise), and
+// keeps the start of the previous error, the handler's own, after it.
 func (q *Queries) MessageReclaimStale(ctx context.Context, db DBTX, limit int32) (int64, error) {
 	result, err := db.ExecContext(ctx, messageReclaimStale, limit)
 	if err != nil {
@@ -885,6 +930,8 @@ WHERE status = 'FAILED'
   AND (CAST(? AS SIGNED) = 1 OR id IN (/*SLICE:ids*/?))
   AND (CAST(? AS SIGNED) = 1 OR event_type = ?)
   AND (CAST(? AS SIGNED) = 1 OR failed_at >= ?)
+ORDER BY next_attempt_at, id
+LIMIT ?
 `
 
 type MessageRetryFailedParams struct {
@@ -894,13 +941,63 @@ type MessageRetryFailedParams struct {
 	EventType   string
 	AnyTime     int64
 	FailedSince sql.NullTime
+	Limit       int32
 }
 
-// FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history.
+// FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history. One
+// batch, in the claim index's order; Retry loops (each batch its own READ COMMITTED
+// transaction), so retrying a million failures never holds a million row locks, nor next-key
+// locks that stall the workers' result writes. A moved row is no longer FAILED, so the next
+// batch takes the next rows.
 func (q *Queries) MessageRetryFailed(ctx context.Context, db DBTX, arg MessageRetryFailedParams) (int64, error) {
 	query := messageRetryFailed
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.AllIds)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.AnyType)
+	queryParams = append(queryParams, arg.EventType)
+	queryParams = append(queryParams, arg.AnyTime)
+	queryParams = append(queryParams, arg.FailedSince)
+	queryParams = append(queryParams, arg.Limit)
+	result, err := db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const messageRetryFailedIDs = `-- name: MessageRetryFailedIDs :execrows
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
+SET status          = 'PENDING',
+    attempts        = 0,
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    failed_at       = NULL
+WHERE status = 'FAILED'
+  AND id IN (/*SLICE:ids*/?)
+  AND (CAST(? AS SIGNED) = 1 OR event_type = ?)
+  AND (CAST(? AS SIGNED) = 1 OR failed_at >= ?)
+`
+
+type MessageRetryFailedIDsParams struct {
+	Ids         []int64
+	AnyType     int64
+	EventType   string
+	AnyTime     int64
+	FailedSince sql.NullTime
+}
+
+// MessageRetryFailed for given ids (Retry sends at most retryBatch at a time), by primary key:
+// scanning the claim index instead, it would wait on any FAILED row another transaction holds.
+func (q *Queries) MessageRetryFailedIDs(ctx context.Context, db DBTX, arg MessageRetryFailedIDsParams) (int64, error) {
+	query := messageRetryFailedIDs
+	var queryParams []interface{}
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
