@@ -172,7 +172,7 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 	if err != nil {
 		// One line: the usage below it would push the error off a small screen.
 		msg := strings.TrimSpace(strings.SplitN(flagErr.String(), "\n", 2)[0])
-		fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, c.clean(msg), c.name)
+		fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, scrubAll(msg, c.secrets), c.name)
 		return opsExitUsage, false
 	}
 	if c.fs.NArg() > 0 {
@@ -212,15 +212,16 @@ func (c *opsCmd) printUsage(w io.Writer) {
 // clean removes every form of the DSN's password from text that came from outside.
 func (c *opsCmd) clean(s string) string { return scrub(s, c.secrets) }
 
-// usageErr prints one line and "see --help", and returns opsExitUsage.
-// String and error arguments are cleaned; format is fixed text.
+// usageErr prints one line and "see --help", and returns opsExitUsage. String and error
+// arguments (flag values, DSN errors) are masked everywhere they hold the password, not only
+// where it stands alone: they name no identifiers that masking could spoil.
 func (c *opsCmd) usageErr(format string, args ...any) int {
 	for i, a := range args {
 		switch v := a.(type) {
 		case string:
-			args[i] = c.clean(v)
+			args[i] = scrubAll(v, c.secrets)
 		case error:
-			args[i] = c.clean(v.Error())
+			args[i] = scrubAll(v.Error(), c.secrets)
 		}
 	}
 	fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, fmt.Sprintf(format, args...), c.name)
@@ -425,16 +426,30 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 			fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", rep.Stuck))
 	}
 	if lim.maxDue > 0 && snap.OldestDue > lim.maxDue {
-		var late []string
+		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
+		// rows PROCESSING within their lease tell "behind" from "nobody claims".
+		var idle, behind []string
 		for t, tc := range rep.ByType {
 			if tc.OldestDueSeconds > lim.maxDue.Seconds() {
-				late = append(late, t)
+				if tc.Processing > tc.Stale {
+					behind = append(behind, t)
+				} else {
+					idle = append(idle, t)
+				}
 			}
 		}
-		sort.Strings(late)
-		rep.Check.Problems = append(rep.Check.Problems,
-			fmt.Sprintf("a due message has waited %s (more than %s) and nobody claims it: are the workers for %s running?",
-				formatAge(snap.OldestDue), formatAge(lim.maxDue), strings.Join(late, ", ")))
+		sort.Strings(idle)
+		sort.Strings(behind)
+		if len(idle) > 0 {
+			rep.Check.Problems = append(rep.Check.Problems,
+				fmt.Sprintf("due messages have waited more than %s and nobody claims them: are the workers for %s running?",
+					formatAge(lim.maxDue), strings.Join(idle, ", ")))
+		}
+		if len(behind) > 0 {
+			rep.Check.Problems = append(rep.Check.Problems,
+				fmt.Sprintf("due messages have waited more than %s: the workers for %s are claiming but behind",
+					formatAge(lim.maxDue), strings.Join(behind, ", ")))
+		}
 	}
 	if rep.Check.FailedInWindow > 0 {
 		rep.Check.Problems = append(rep.Check.Problems,
@@ -545,6 +560,9 @@ func runRetry(args []string, stdout, stderr io.Writer) int {
 	if !selective && !*all {
 		return c.usageErr("say which messages: --id, --event-type, --failed-since or --all")
 	}
+	if len(ids) > maxOpsIDs {
+		return c.usageErr("at most %d --id at a time, got %d", maxOpsIDs, len(ids))
+	}
 	if selective && *all {
 		return c.usageErr("--all selects every FAILED message; leave out --id, --event-type and --failed-since, or --all")
 	}
@@ -617,6 +635,9 @@ func formatTime(t time.Time) string {
 
 // maxExplained caps how many unmatched ids are explained one by one.
 const maxExplained = 20
+
+// maxOpsIDs caps --id: the runtime's calls take a list of ids as one statement's arguments.
+const maxOpsIDs = 10000
 
 // explainMisses says why selectors matched less than asked: each given id that did not match
 // (absent, not FAILED, or filtered out by the other selectors), and an event type that has no
@@ -714,11 +735,32 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	if *batch < 0 || *batch > math.MaxInt32 {
 		return c.usageErr("--batch-size must be between 0 and %d, got %d", math.MaxInt32, *batch)
 	}
+	if len(ids) > maxOpsIDs {
+		return c.usageErr("at most %d --id at a time, got %d", maxOpsIDs, len(ids))
+	}
 	ctx, stop := opsContext()
 	defer stop()
 	db, code, ok := c.open(ctx)
 	if !ok {
 		return code
+	}
+	// Which given ids will not go, and why, is read first: afterwards a deleted id and one that
+	// never existed look alike.
+	var misses []string
+	for _, id := range ids {
+		if len(misses) == maxExplained {
+			misses = append(misses, "  ...")
+			break
+		}
+		r, err := outbox.Inspect(ctx, db, id)
+		switch {
+		case errors.Is(err, outbox.ErrNotFound):
+			misses = append(misses, fmt.Sprintf("  %d: no such message", id))
+		case err != nil:
+			return c.closeDB(db, c.dbErr("inspect", err))
+		case r.Status != st:
+			misses = append(misses, fmt.Sprintf("  %d: %s, not %s: left alone", id, r.Status, st))
+		}
 	}
 	f := outbox.PurgeFilter{Status: st, OlderThan: olderThan.d, IDs: ids, BatchSize: *batch, DryRun: *dryRun}
 	what := fmt.Sprintf("%s message(s) older than %s", st, formatAge(olderThan.d))
@@ -739,21 +781,8 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(c.out, "purged %d %s\n", n, what)
 	}
 	if len(ids) > 0 && n < int64(len(ids)) {
-		// Name the ones left, with their status, so nothing is assumed gone that is not.
-		for _, id := range ids {
-			r, err := outbox.Inspect(ctx, db, id)
-			if errors.Is(err, outbox.ErrNotFound) {
-				if *dryRun { // after a real purge, absent also means deleted just now
-					fmt.Fprintf(c.out, "  %d: no such message\n", id)
-				}
-				continue
-			}
-			if err != nil {
-				return c.closeDB(db, c.dbErr("inspect", err))
-			}
-			if r.Status != st {
-				fmt.Fprintf(c.out, "  %d: %s, not %s: left alone\n", id, r.Status, st)
-			}
+		for _, m := range misses {
+			fmt.Fprintln(c.out, m)
 		}
 	}
 	return c.closeDB(db, opsExitOK)
@@ -787,7 +816,7 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		return c.closeDB(db, c.dbErr("inspect", err))
 	}
 	r.EventType, r.IdempotencyKey, r.LastError = c.clean(r.EventType), c.clean(r.IdempotencyKey), c.clean(r.LastError)
-	r.Payload = json.RawMessage(c.clean(string(r.Payload)))
+	r.Payload = c.cleanJSON(r.Payload)
 	if *asJSON {
 		enc := json.NewEncoder(c.out)
 		enc.SetIndent("", "  ")
@@ -821,6 +850,41 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(&b, "payload:\n%s\n", indent(payload))
 	c.out.Write(b.Bytes())
 	return c.closeDB(db, opsExitOK)
+}
+
+// cleanJSON masks the password in the strings (values and keys) of a JSON document, and only
+// there: masking the raw text could turn a number or true into "*****" and the document into
+// something that is not JSON.
+func (c *opsCmd) cleanJSON(raw json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers come back exactly as written
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return json.RawMessage(strconv.Quote(c.clean(string(raw)))) // not JSON: shown as a string
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return c.clean(x)
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			m := make(map[string]any, len(x))
+			for k, e := range x {
+				m[c.clean(k)] = walk(e)
+			}
+			return m
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return json.RawMessage(strconv.Quote(c.clean(string(raw))))
+	}
+	return out
 }
 
 // indent prefixes every line of s with four spaces; "-" for an empty s.

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +46,7 @@ func resolveDSN(flagValue string, getenv func(string) string) (opsDSN, error) {
 	cfg, err := mysql.ParseDSN(raw)
 	if err != nil {
 		// Parser errors may quote parts of the DSN; scrub what looks like its password.
-		return opsDSN{}, errors.New(scrub("invalid DSN: "+err.Error(), secrets))
+		return opsDSN{}, errors.New("invalid DSN: " + scrubAll(strings.TrimPrefix(err.Error(), "invalid DSN: "), secrets))
 	}
 	secrets = append(secrets, passwordForms(cfg.Passwd)...)
 	if cfg.DBName == "" {
@@ -80,11 +82,17 @@ func rawPassword(dsn string) string {
 	return userinfo[colon+1:]
 }
 
+// passwordForms are the ways text may spell the password p: as is, URL-escaped (a DSN), and
+// escaped inside a quoted Go or JSON string (a %q flag echo, a payload, a JSON error).
 func passwordForms(p string) []string {
 	if p == "" {
 		return nil
 	}
-	return []string{p, url.QueryEscape(p), url.PathEscape(p)}
+	forms := []string{p, url.QueryEscape(p), url.PathEscape(p), strings.Trim(strconv.Quote(p), `"`)}
+	if j, err := json.Marshal(p); err == nil {
+		forms = append(forms, strings.Trim(string(j), `"`))
+	}
+	return forms
 }
 
 // scrub masks every form of the password in s. A form shorter than wordSafeLen is left alone
@@ -95,7 +103,13 @@ func passwordForms(p string) []string {
 // flag value) something delimits it. Longer forms are masked everywhere; they do not collide
 // with names. Longer forms go first, so a short form that is a substring of an escaped one
 // cannot leave the rest behind.
-func scrub(s string, secrets []string) string {
+func scrub(s string, secrets []string) string { return scrubWith(s, secrets, true) }
+
+// scrubAll masks every form of the password wherever it stands: for text that names no
+// identifiers of ours (flag echoes, DSN parse errors), where a masked word costs nothing.
+func scrubAll(s string, secrets []string) string { return scrubWith(s, secrets, false) }
+
+func scrubWith(s string, secrets []string, wordRule bool) string {
 	sorted := append([]string(nil), secrets...)
 	for i := 1; i < len(sorted); i++ {
 		for j := i; j > 0 && len(sorted[j]) > len(sorted[j-1]); j-- {
@@ -115,8 +129,8 @@ func scrub(s string, secrets []string) string {
 			}
 			i += from
 			end := i + len(sec)
-			short := len(sec) < wordSafeLen
-			continuedBefore := short && i > 0 && wordByte(sec[0]) && wordByte(s[i-1])
+			short := wordRule && len(sec) < wordSafeLen
+			continuedBefore := short && i > 0 && wordByte(sec[0]) && wordByte(s[i-1]) && !escapeBefore(s, i)
 			continuedAfter := short && end < len(s) && wordByte(sec[len(sec)-1]) && wordByte(s[end])
 			if !continuedBefore && !continuedAfter {
 				b.WriteString(s[done:i])
@@ -136,8 +150,24 @@ func scrub(s string, secrets []string) string {
 // wordSafeLen is the length from which a password is masked even inside a longer word.
 const wordSafeLen = 12
 
-// wordByte says whether c continues a word: ASCII letters, digits, '_', and every byte of a
-// multi-byte UTF-8 character.
+// wordByte says whether c continues a word: ASCII letters, digits, '_', '.' (event types are
+// dotted: email.bounced), and every byte of a multi-byte UTF-8 character.
 func wordByte(c byte) bool {
-	return c == '_' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	return c == '_' || c == '.' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// escapeBefore says whether s[:i] ends with an escape sequence (\n, %3A, \u0022): its last
+// letter or digit delimits what follows rather than continuing a word with it.
+func escapeBefore(s string, i int) bool {
+	hex := func(from, n int) bool {
+		for k := from; k < from+n; k++ {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(s[k])) {
+				return false
+			}
+		}
+		return true
+	}
+	return i >= 2 && s[i-2] == '\\' ||
+		i >= 3 && s[i-3] == '%' && hex(i-2, 2) ||
+		i >= 6 && s[i-6] == '\\' && s[i-5] == 'u' && hex(i-4, 4)
 }

@@ -118,7 +118,7 @@ func (f fixtures) enqueue(eventType string, opts ...outbox.EnqueueOption) outbox
 func (f fixtures) dueSince(eventType string, ago int) outbox.MessageID {
 	f.t.Helper()
 	id := f.enqueue(eventType)
-	f.db.MustExec(f.t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(SECOND, ?, created_at), next_attempt_at = created_at WHERE id = ?", -ago, id)
+	f.db.MustExec(f.t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)), next_attempt_at = TIMESTAMPADD(SECOND, ?, UTC_TIMESTAMP(6)) WHERE id = ?", -ago, -ago, id)
 	return id
 }
 
@@ -856,6 +856,8 @@ func TestUsageErrorsBeforeConnecting(t *testing.T) {
 		{runPurge, []string{"--dsn", unreachable, "--older-than", "7d", "--batch-size", "3000000000"}, "--batch-size must be between"},
 		{runStatus, []string{"--dsn", "u:p@tcp(127.0.0.1:1)/"}, "names no database"},
 		{runStatus, []string{"--dsn", unreachable, "--max-due-age", "-5m"}, "--max-due-age must not be negative"},
+		{runPurge, append([]string{"--dsn", unreachable, "--status", "failed"}, manyIDs(maxOpsIDs+1)...), "at most 10000 --id"},
+		{runRetry, append([]string{"--dsn", unreachable}, manyIDs(maxOpsIDs+1)...), "at most 10000 --id"},
 	} {
 		r := runOps(c.fn, c.args...)
 		if r.code != opsExitUsage || !strings.Contains(r.stderr, c.want) {
@@ -950,4 +952,47 @@ func TestShowRetryMissesAndPurgeByID(t *testing.T) {
 	if !strings.Contains(r.stdout, "purged 1 of the 2 given FAILED message(s)") || f.countByStatus("FAILED") != 1 || f.countByStatus("PENDING") != 1 {
 		t.Errorf("purge --id: want only the FAILED row deleted:\n%s", r)
 	}
+}
+
+// show masks the password in the payload's strings only: a password that is also a number in
+// the payload must not turn the document into invalid JSON (show --json exited 3).
+func TestShowMasksPayloadStringsOnly(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	c := newOpsCmd("show", showHelp, &out, &errb)
+	c.secrets = passwordForms("42")
+	got := c.cleanJSON(json.RawMessage(`{"company_id":42,"note":"code 42","ok":true,"42":[42,"42"]}`))
+	if !json.Valid(got) || string(got) != `{"*****":[42,"*****"],"company_id":42,"note":"code *****","ok":true}` {
+		t.Errorf("cleanJSON = %s", got)
+	}
+}
+
+// A due wait past --max-due-age fails the check either way, and says which it is: nobody
+// claims the type, or its workers claim (rows PROCESSING within their lease) but are behind.
+func TestStatusCheckTellsIdleFromBehind(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	f.dueSince("idle_type", 1200)
+	f.dueSince("busy_type", 1200)
+	f.processing("busy_type", 5, 300)
+	r := runOps(runStatus, "--dsn", db.DSN, "--check", "--json")
+	mustExit(t, r, opsExitCheck)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(rep.Check.Problems, "\n")
+	if !strings.Contains(all, "nobody claims them: are the workers for idle_type running?") ||
+		!strings.Contains(all, "the workers for busy_type are claiming but behind") {
+		t.Errorf("problems = %q", rep.Check.Problems)
+	}
+}
+
+func manyIDs(n int) []string {
+	args := make([]string, 0, 2*n)
+	for i := 1; i <= n; i++ {
+		args = append(args, "--id", fmt.Sprint(i))
+	}
+	return args
 }

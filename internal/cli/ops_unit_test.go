@@ -128,12 +128,17 @@ func TestScrub(t *testing.T) {
 	if strings.Contains(got, "ss w") || strings.Contains(got, "%40ss") {
 		t.Errorf("scrub left a form of the password: %q", got)
 	}
+	// Flag echoes and DSN errors are masked everywhere, word or not.
+	if got := scrubAll("flag provided but not defined: -phunter2", passwordForms("hunter2")); got != "flag provided but not defined: -p*****" {
+		t.Errorf("scrubAll = %q", got)
+	}
 	if got := scrub("nothing here", nil); got != "nothing here" {
 		t.Errorf("scrub with no secrets changed the text: %q", got)
 	}
 	// A password that is an ordinary word is masked where it stands alone, not inside names.
 	for _, c := range []struct{ pw, in, want string }{
-		{"outbox", "Error 1146: Table 'outbox.outbox_messages' doesn't exist", "Error 1146: Table '*****.outbox_messages' doesn't exist"},
+		{"outbox", "Error 1146: Table 'outbox.outbox_messages' doesn't exist", "Error 1146: Table 'outbox.outbox_messages' doesn't exist"},
+		{"outbox", "Access denied for user 'outbox'@'%' to database 'outbox'", "Access denied for user '*****'@'%' to database '*****'"},
 		{"app", "Unknown database 'app2' for user 'app'@'%'", "Unknown database 'app2' for user '*****'@'%'"},
 		{"app", "dial app:app@tcp(db)/x: app", "dial *****:*****@tcp(db)/x: *****"},
 		{"s3cr3t", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té", "xs3cr3t s3cr3ty s3cr3t_ s3cr3té"},
@@ -142,6 +147,11 @@ func TestScrub(t *testing.T) {
 		{"s3cr3t", "s3cr3ts3cr3t s3cr3t", "s3cr3ts3cr3t *****"},
 		{"aa", "aaa aa", "aaa *****"},
 		{"-x-", "a-x-b -x--x-", "a*****b **********"},
+		// Dotted names are words; escape sequences are delimiters, not word characters.
+		{"email", "event email.bounced, welcome_email", "event email.bounced, welcome_email"},
+		{"hunter2", `"line1\nhunter2" %3Ahunter2%40 \u0022hunter2\u0022`, `"line1\n*****" %3A*****%40 \u0022*****\u0022`},
+		// Quoted forms: a %q echo and a JSON string escape what the plain form does not.
+		{`p"&<1`, `flag "p\"&<1" and {"pw":"p\"\u0026\u003c1"}`, `flag "*****" and {"pw":"*****"}`},
 	} {
 		if got := scrub(c.in, passwordForms(c.pw)); got != c.want {
 			t.Errorf("scrub(%q) with password %q = %q, want %q", c.in, c.pw, got, c.want)

@@ -1273,7 +1273,7 @@ func TestEachIncidentIsOneErrorLine(t *testing.T) {
 			db := migrated(t)
 			logs := &logRecords{}
 			inc := &incidents{}
-			cfg := Config{Logger: slog.New(logs), StaleAfter: time.Second, ShutdownTimeout: 100 * time.Millisecond}
+			cfg := Config{Logger: slog.New(logs), StaleAfter: time.Minute, ShutdownTimeout: 100 * time.Millisecond}
 			if custom {
 				cfg.Reporter = inc
 			}
@@ -1286,7 +1286,8 @@ func TestEachIncidentIsOneErrorLine(t *testing.T) {
 			})
 			w := newTestWorker(t, db.DB, r, cfg)
 
-			// Stuck: one watch pass over a row claimed 10s ago under a 1s lease.
+			// Stuck: one watch pass over a row claimed 10s ago under a 1s lease. (The worker's own
+			// lease is long, so the hung row is not reclaimed and hung again while the test runs.)
 			id := enqueueN(t, db.DB, "other_type", 1)[0]
 			db.MustExec(t, "UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='t', claimed_at=UTC_TIMESTAMP(6) - INTERVAL 10 SECOND, reclaim_after=UTC_TIMESTAMP(6) - INTERVAL 9 SECOND WHERE id = ?", int64(id))
 			if n, err := w.watchOnce(context.Background()); err != nil || n != 1 {
