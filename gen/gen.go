@@ -151,7 +151,7 @@ func checkTarget(path string, code []byte) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	if len(bytes.TrimSpace(have)) > 0 && !isGenerated(have) {
+	if len(bytes.TrimSpace(bytes.TrimPrefix(have, utf8BOM))) > 0 && !isGenerated(have) {
 		return fmt.Errorf("%s is not generated code (no \"// Code generated ... DO NOT EDIT.\" line before its package clause): outboxgen will not overwrite it (set another output: in the catalog, or move the file)", path)
 	}
 	fset := token.NewFileSet()
@@ -185,8 +185,12 @@ func checkTarget(path string, code []byte) error {
 	return nil
 }
 
+// utf8BOM is the byte order mark some editors put at the start of a file; go build skips it.
+var utf8BOM = []byte("\ufeff")
+
 // isGenerated reports whether src has the generated-code line before its package clause.
 func isGenerated(src []byte) bool {
+	src = bytes.TrimPrefix(src, utf8BOM)
 	for _, line := range strings.Split(string(src), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if generatedRe.MatchString(line) {

@@ -10,9 +10,10 @@ import (
 	"sync"
 )
 
-// A {go:} import path without a dot in its first element is a standard-library package (or,
-// rarely, in a main module named without a dot). These look in GOROOT on disk: no go command,
-// no network. Without a GOROOT to read, every path is accepted and go build has the last word.
+// A {go:} import path without a dot in its first element is a standard-library package, or
+// in a module named without a dot that go.mod or go.work names. These look in GOROOT and read
+// those files on disk: no go command, no network. Without a GOROOT to read, every path is
+// accepted and go build has the last word.
 
 func goroot() string {
 	root := build.Default.GOROOT
@@ -84,31 +85,63 @@ func hasGoFiles(dir string) bool {
 	return false
 }
 
-// inMainModule reports whether importPath is in the module whose go.mod is nearest above the
-// catalog: `module shop` is legal, and then shop/ids.ID is no standard package.
-func (v *validator) inMainModule(importPath string) bool {
-	if v.module == nil {
-		mod := mainModule(filepath.Dir(v.ps.path))
-		v.module = &mod
+// inKnownModule reports whether importPath is in a module the build can see, so not a
+// standard package to check: the main module (`module shop` is legal), a module its go.mod
+// requires or replaces (require ids v0.0.0 with replace ids => ../ids builds fine), or one
+// of a go.work above the catalog. Naming more modules than the build uses only means fewer
+// errors here; go build still has the last word.
+func (v *validator) inKnownModule(importPath string) bool {
+	if v.modules == nil {
+		mods := knownModules(filepath.Dir(v.ps.path))
+		v.modules = &mods
 	}
-	mod := *v.module
-	return mod != "" && (importPath == mod || strings.HasPrefix(importPath, mod+"/"))
+	for _, mod := range *v.modules {
+		if importPath == mod || strings.HasPrefix(importPath, mod+"/") {
+			return true
+		}
+	}
+	return false
 }
 
-// mainModule returns the module path of the go.mod in dir or the nearest parent, or "".
-func mainModule(dir string) string {
+// knownModules returns the modules named by the go.mod nearest above dir and by the go.work
+// above it (or in $GOWORK), with the go.mod files of the modules the go.work uses.
+func knownModules(dir string) []string {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return ""
+		return nil
 	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			for _, line := range strings.Split(string(data), "\n") {
-				if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
-					return strings.Trim(f[1], "\"`")
-				}
+	var mods []string
+	if gomod := findUp(dir, "go.mod"); gomod != "" {
+		mods, _ = modFileNames(gomod)
+	}
+	works := []string{os.Getenv("GOWORK")}
+	if works[0] == "off" {
+		return mods
+	}
+	works = append(works, findUp(dir, "go.work"))
+	for _, work := range works {
+		if work == "" {
+			continue
+		}
+		names, uses := modFileNames(work)
+		mods = append(mods, names...)
+		for _, use := range uses {
+			if !filepath.IsAbs(use) {
+				use = filepath.Join(filepath.Dir(work), use)
 			}
-			return ""
+			names, _ := modFileNames(filepath.Join(use, "go.mod"))
+			mods = append(mods, names...)
+		}
+	}
+	return mods
+}
+
+// findUp returns the path of the file name in dir or its nearest parent that has one, or "".
+func findUp(dir, name string) string {
+	for {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -116,4 +149,43 @@ func mainModule(dir string) string {
 		}
 		dir = parent
 	}
+}
+
+// modFileNames reads a go.mod or go.work and returns the module paths of its module, require
+// and replace lines (the path replaced), and the directories of its use lines. It reads the
+// line syntax only, both the single-line and the block ( ... ) forms; an unreadable file
+// names nothing.
+func modFileNames(path string) (modules, uses []string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	block := "" // the verb of the ( ... ) block the line is in
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+			continue
+		case block != "" && f[0] == ")":
+			block = ""
+			continue
+		case block != "":
+			f = append([]string{block}, f...)
+		case len(f) == 2 && f[1] == "(":
+			block = f[0]
+			continue
+		}
+		if len(f) < 2 {
+			continue
+		}
+		arg := strings.Trim(f[1], "\"`")
+		switch f[0] {
+		case "module", "require", "replace":
+			modules = append(modules, arg)
+		case "use":
+			uses = append(uses, filepath.FromSlash(arg))
+		}
+	}
+	return modules, uses
 }

@@ -19,7 +19,9 @@ import (
 
 // syntaxError returns where and what the syntax error err of src is.
 func syntaxError(src []byte, err error) (pos, string) {
+	src = bytes.TrimPrefix(src, utf8BOM) // yaml.v3 skips it; it is not in line 1's columns
 	msg := yamlErrMsg(err)
+	errLine := yamlErrPos(err).line
 	var lines []string // each without its line break
 	var ends []int     // ends[i]: the offset just past line i+1
 	for off := 0; off < len(src); {
@@ -31,9 +33,16 @@ func syntaxError(src []byte, err error) (pos, string) {
 		off += n + 1
 		ends = append(ends, off)
 	}
+	// The same error has the same message and line, except at the end of the input (as for an
+	// unclosed quote), where yaml.v3 names the last line of whatever prefix it read.
 	same := func(k int) bool {
-		e := parseYAML(src[:ends[k-1]])
-		return e != nil && e.Error() == err.Error()
+		prefix := src[:ends[k-1]]
+		e := parseYAML(prefix)
+		if e == nil || yamlErrMsg(e) != msg {
+			return false
+		}
+		line := yamlErrPos(e).line
+		return line == errLine || line >= lineCount(prefix) && errLine >= lineCount(src)
 	}
 	if len(lines) == 0 || !same(len(lines)) {
 		// Not reproducible from the bytes (it never happens): keep yaml.v3's line.
@@ -98,8 +107,10 @@ func explainSyntax(lines []string, k int, msg string) (pos, string) {
 			return p, m
 		}
 	}
-	if strings.Contains(msg, "mapping values are not allowed") && prev > 0 {
-		// A line without ": " makes the next line's "key: value" part of its value.
+	if prev > 0 && (strings.Contains(msg, "mapping values are not allowed") ||
+		strings.Contains(msg, "did not find expected key") && indentOf(prevLine) == indent) {
+		// A line without ": " makes the next line's "key: value" part of its value, or, with
+		// a comment between them, leaves that key without a mapping to be in.
 		if p, m, ok := missingColon(prevLine, prev); ok {
 			return p, m
 		}
@@ -120,7 +131,7 @@ func explainSyntax(lines []string, k int, msg string) (pos, string) {
 		}
 	}
 	if strings.Contains(msg, "end of stream") {
-		if i := strings.IndexAny(line, `"'`); i >= 0 {
+		if i := openQuote(line); i >= 0 {
 			return at(i), msg + " (the quote opened here is never closed)"
 		}
 	}
@@ -230,4 +241,28 @@ func unclosed(line string) int {
 		return -1
 	}
 	return open[0]
+}
+
+// openQuote returns the index of the quote that starts a quoted value on line and is still
+// open at its end, or -1. A quote inside a plain value (don't) starts nothing.
+func openQuote(line string) int {
+	open := -1
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case open < 0 && c == '#' && (i == 0 || line[i-1] == ' '):
+			return -1 // a comment
+		case open < 0 && (c == '"' || c == '\'') && (i == 0 || strings.IndexByte(" \t[{,", line[i-1]) >= 0):
+			open = i
+		case open >= 0 && line[open] == '"' && c == '\\':
+			i++ // an escape, as \"
+		case open >= 0 && c == line[open]:
+			if c == '\'' && i+1 < len(line) && line[i+1] == '\'' {
+				i++ // '' is a quote inside '...'
+				continue
+			}
+			open = -1
+		}
+	}
+	return open
 }

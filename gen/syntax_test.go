@@ -20,6 +20,9 @@ func TestSyntaxErrorPlace(t *testing.T) {
 		{"a: 1\nb\nc: 2\n", `2:2: invalid YAML: missing ": " after "b" (write "b:")`},
 		{"a:\n  order_id int64\n  labels: map[string]string\n", `2:11: invalid YAML: missing ": " after "order_id" (write "order_id: int64")`},
 		{"a: b: c\n", `1:4: invalid YAML: mapping values are not allowed in this context (quote a value that contains ": ")`},
+		// ... with blank and comment lines between them (yaml.v3 then names another error).
+		{"a:\n  x int\n  # note\n  y: string\n", `2:4: invalid YAML: missing ": " after "x" (write "x: int")`},
+		{"a:\n  x int\n\n  # note\n\n  y: string\n", `2:4: invalid YAML: missing ": " after "x" (write "x: int")`},
 		// Unquoted list and map types.
 		{"a:\n  b: [][]int\n", `2:6: invalid YAML: did not find expected key (quote the type, "[][]int": unquoted, its brackets are YAML syntax)`},
 		{"a: {b: map[string]int}\n", `1:8: invalid YAML: did not find expected ',' or '}' (quote the type, "map[string]int": unquoted, its brackets are YAML syntax)`},
@@ -32,9 +35,16 @@ func TestSyntaxErrorPlace(t *testing.T) {
 		// Unclosed brackets and quotes point at the opening one.
 		{"a: [b\nc: 1\n", "1:4: invalid YAML: did not find expected ',' or ']' (the [ here is never closed)"},
 		{"x: 1\na: \"abc\nb: 1\n", "2:4: invalid YAML: found unexpected end of stream (the quote opened here is never closed)"},
+		// On line 1, where yaml.v3 names a different line for each prefix of the file.
+		{"a: \"abc\nb: 1\nc: 2\n", "1:4: invalid YAML: found unexpected end of stream (the quote opened here is never closed)"},
+		{"'a: 1\nb: 2\n", "1:1: invalid YAML: found unexpected end of stream (the quote opened here is never closed)"},
+		{"a: [it's, 'x''y', \"z\\\"\nb: 1\n", "1:19: invalid YAML: found unexpected end of stream (the quote opened here is never closed)"},
 		// Columns count characters, as yaml.v3's do.
 		{"é: 1\nb: `x`\n", "2:4: invalid YAML: found character that cannot start any token (@ and ` cannot start a plain value: quote it)"},
 		{"é: `x`\n", "1:4: invalid YAML: found character that cannot start any token (@ and ` cannot start a plain value: quote it)"},
+		// A byte order mark is not a column.
+		{"\ufeffé: `x`\n", "1:4: invalid YAML: found character that cannot start any token (@ and ` cannot start a plain value: quote it)"},
+		{"\ufeffa: b: c\n", `1:4: invalid YAML: mapping values are not allowed in this context (quote a value that contains ": ")`},
 		{"a: &x 1\nb: *y\n", "2:4: invalid YAML: unknown anchor 'y' referenced (YAML aliases are not supported; write the value out)"},
 		{"a:\n  b: x\n  c: \x01\n", "3:6: invalid YAML: control characters are not allowed"},
 		// The second document, and a file without a final line break.

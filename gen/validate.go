@@ -100,7 +100,7 @@ type validator struct {
 	renamed  map[string]bool      // the suggested names of invalidly named types
 	typeHint []string             // names a field's type may be, for did-you-mean
 	names    map[string]nameOwner // every generated top-level Go name
-	module   *string              // the module path of the catalog's go.mod, once looked up
+	modules  *[]string            // the modules the catalog's go.mod and go.work name, once looked up
 }
 
 type nameOwner struct {
@@ -354,7 +354,7 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 			v.ps.add(f.goType.p, "%s: go: %q must be \"import/path.Type\" with an exported type name", what, f.goType.v)
 			return
 		}
-		if first, _, _ := strings.Cut(p, "/"); !strings.Contains(first, ".") && !v.inMainModule(p) && !stdPackage(p) {
+		if first, _, _ := strings.Cut(p, "/"); !strings.Contains(first, ".") && !v.inKnownModule(p) && !stdPackage(p) {
 			var fixes []string
 			for _, std := range stdPackagesNamed(p) {
 				fixes = append(fixes, strconv.Quote(std+"."+name))
