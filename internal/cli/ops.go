@@ -593,6 +593,8 @@ func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
 	if !f.DryRun {
 		n, err := outbox.Retry(ctx, db, f)
 		if err != nil {
+			// Batches before the error are committed; say how many moved.
+			fmt.Fprintf(c.out, "retried %d message(s) before the error\n", n)
 			return c.dbErr("retry", err)
 		}
 		fmt.Fprintf(c.out, "retried %d message(s): FAILED -> PENDING, attempts reset, due now\n", n)
