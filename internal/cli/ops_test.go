@@ -738,19 +738,7 @@ func TestPasswordScrubbedFromTableData(t *testing.T) {
 	t.Parallel()
 	const pw = "Quokka-Lantern-8812-secret"
 	db := testdb.Migrated(t)
-	user := "ops_" + strings.TrimPrefix(db.Name, "t_")
-	if len(user) > 32 {
-		user = user[:32]
-	}
-	db.MustExec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pw+"'")
-	t.Cleanup(func() { db.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
-	db.MustExec(t, "GRANT ALL ON `"+db.Name+"`.* TO '"+user+"'@'%'")
-	cfg, err := mysql.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User, cfg.Passwd = user, pw
-	dsn := cfg.FormatDSN()
+	dsn := db.User(t, pw, "ALL")
 
 	f := fixtures{t: t, db: db}
 	id := f.failed("billing."+pw, 60, "connect app:"+pw+"@tcp(db:3306)/x: refused")

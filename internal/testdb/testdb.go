@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/queries"
 )
 
@@ -135,4 +136,42 @@ func (d *DB) MustExec(t testing.TB, query string, args ...any) sql.Result {
 }
 
 // String is for log lines.
+// OpenFaulty opens another pool on d's database through a fresh fault-injecting driver,
+// closed when the test ends.
+func (d *DB) OpenFaulty(t testing.TB) (*faultdriver.Injector, *sql.DB) {
+	t.Helper()
+	inj := faultdriver.New()
+	db, err := inj.OpenDB(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return inj, db
+}
+
+// User creates a server user with password pw and privileges (e.g. "SELECT, INSERT" or "ALL")
+// on d's database, dropped when the test ends, and returns a DSN for d's database as that user.
+func (d *DB) User(t testing.TB, pw, privileges string) string {
+	t.Helper()
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		t.Fatal(err)
+	}
+	user := "u_" + hex.EncodeToString(rnd[:])
+	d.MustExec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+strings.ReplaceAll(pw, "'", "''")+"'")
+	// Registered after New's cleanup, so it runs first, while d.DB is still open.
+	t.Cleanup(func() {
+		if _, err := d.Exec("DROP USER IF EXISTS '" + user + "'@'%'"); err != nil {
+			t.Errorf("testdb: drop user %s: %v", user, err)
+		}
+	})
+	d.MustExec(t, "GRANT "+privileges+" ON `"+d.Name+"`.* TO '"+user+"'@'%'")
+	cfg, err := mysql.ParseDSN(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd = user, pw
+	return cfg.FormatDSN()
+}
+
 func (d *DB) String() string { return fmt.Sprintf("testdb(%s)", d.Name) }

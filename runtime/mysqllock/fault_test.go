@@ -18,12 +18,7 @@ import (
 func faultDB(t *testing.T) (*testdb.DB, *faultdriver.Injector, *sql.DB) {
 	t.Helper()
 	d := testdb.New(t)
-	inj := faultdriver.New()
-	db, err := inj.OpenDB(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	inj, db := d.OpenFaulty(t)
 	return d, inj, db
 }
 

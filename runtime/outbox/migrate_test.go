@@ -2,9 +2,7 @@ package outbox
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
@@ -19,28 +17,7 @@ import (
 // application runs after a DBA applied the schema, and opens a pool as that user.
 func appUser(t *testing.T, d *testdb.DB) *sql.DB {
 	t.Helper()
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	user, pw := "app_"+hex.EncodeToString(rnd[:]), "App-Pw-"+hex.EncodeToString(rnd[:])
-	d.MustExec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pw+"'")
-	t.Cleanup(func() {
-		admin, err := sql.Open("mysql", d.ServerDSN)
-		if err != nil {
-			t.Errorf("drop user %s: %v", user, err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP USER IF EXISTS '" + user + "'@'%'"); err != nil {
-			t.Errorf("drop user %s: %v", user, err)
-		}
-	})
-	d.MustExec(t, "GRANT SELECT, INSERT, UPDATE, DELETE ON `"+d.Name+"`.* TO '"+user+"'@'%'")
-	cfg, err := mysql.ParseDSN(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User, cfg.Passwd = user, pw
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := sql.Open("mysql", d.User(t, "App-Pw-7f3a", "SELECT, INSERT, UPDATE, DELETE"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,11 +158,6 @@ func statusOf(t testing.TB, db DBTX, id MessageID) string { return getRow(t, db,
 func faultyDB(t testing.TB) (*testdb.DB, *faultdriver.Injector, *sql.DB) {
 	t.Helper()
 	d := migrated(t)
-	inj := faultdriver.New()
-	db, err := inj.OpenDB(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	inj, db := d.OpenFaulty(t)
 	return d, inj, db
 }
