@@ -161,3 +161,57 @@ func faultyDB(t testing.TB) (*testdb.DB, *faultdriver.Injector, *sql.DB) {
 	inj, db := d.OpenFaulty(t)
 	return d, inj, db
 }
+
+// logRecords keeps the records a logger writes, for tests about what the worker logs.
+type logRecords struct {
+	mu  sync.Mutex
+	all []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, r.Clone())
+	return nil
+}
+
+// errorLines returns the messages of the error-level records, with their kind attribute if any.
+func (l *logRecords) errorLines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.all {
+		if r.Level < slog.LevelError {
+			continue
+		}
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "kind" {
+				line += " kind=" + a.Value.String()
+			}
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// find returns the attributes of the first record with message msg.
+func (l *logRecords) find(msg string) (map[string]string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.all {
+		if r.Message == msg {
+			attrs := map[string]string{}
+			r.Attrs(func(a slog.Attr) bool {
+				attrs[a.Key] = a.Value.String()
+				return true
+			})
+			return attrs, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,216 @@
+// Step 1 of the worker's cycle, claim: one short READ COMMITTED transaction locks due rows of
+// the router's event types and marks them PROCESSING under a fresh claim token.
+
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
+)
+
+// claimed is one row this worker claimed.
+type claimed struct {
+	id          MessageID
+	eventType   string
+	payload     []byte
+	key         string
+	attempt     int
+	maxAttempts int
+	enqueuedAt  time.Time
+	due         time.Time // next_attempt_at when claimed
+	token       string
+	claimStart  time.Time // local time before the claim began: the lease started after it
+}
+
+// claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
+// their handlers. last is the latest position (due time, id) among the rows claimed; more is
+// claim's.
+func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
+	rows, more, err := w.claim(ctx, n, from)
+	w.release(n - len(rows))
+	if err != nil {
+		return 0, claimPos{}, false, err
+	}
+	for _, m := range rows {
+		w.startDispatch(m)
+		if p := (claimPos{due: m.due, id: int64(m.id)}); p.after(last) {
+			last = p
+		}
+	}
+	return len(rows), last, more, nil
+}
+
+// claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
+// router's types after from and marks them PROCESSING under a fresh token. It reads the ids of
+// the first 2n due rows without locking (index order), then locks the first n of them by
+// primary key, SKIP LOCKED: claims never wait for each other. When other claims hold some, it
+// takes the rest of the window, then the next window, up to claimRounds of them, and when
+// every window was held, falls back to a SKIP LOCKED scan of the claim index. more says due
+// rows were left past the last window.
+// A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
+// milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
+// their lease ends. The loop starts no new claim after cancellation.
+func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	start := time.Now()
+	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, false, fmt.Errorf("begin claim: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback claim: %w", rbErr))
+			}
+		}
+	}()
+	db := inlineExec{tx}
+	rows, more, err := w.lockDue(ctx, db, n, from)
+	if err != nil {
+		return nil, false, err
+	}
+	if w.afterClaimSelect != nil {
+		w.afterClaimSelect()
+	}
+	if len(rows) == 0 {
+		// Nothing locked; ending the transaction either way releases nothing.
+		if err := tx.Commit(); err != nil {
+			return nil, false, fmt.Errorf("commit empty claim: %w", err)
+		}
+		w.cfg.Observer.Claimed(0, time.Since(start))
+		return nil, more, nil
+	}
+	token := newToken()
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	marked, err := q.MessageClaimMark(ctx, db, store.MessageClaimMarkParams{
+		LeaseUs: w.cfg.StaleAfter.Microseconds(), ClaimToken: sql.NullString{String: token, Valid: true}, Ids: ids,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("claim mark: %w", err)
+	}
+	if marked != int64(len(rows)) {
+		// The rows are locked by this transaction, so this cannot happen short of a bug.
+		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("commit claim: %w", err)
+	}
+	out := make([]claimed, len(rows))
+	for i, r := range rows {
+		out[i] = claimed{
+			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
+			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
+			claimStart: start,
+		}
+	}
+	d := time.Since(start)
+	w.cfg.Observer.Claimed(len(out), d)
+	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
+		slog.String("claim_token", token), slog.Duration("took", d))
+	return out, more, nil
+}
+
+// lockDue locks up to n due rows of this router's types after from, inside the claim's
+// transaction (see claim for the steps). more says due rows were left past the last window.
+func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPos) (rows []store.MessageClaimLockIDsRow, more bool, err error) {
+	if from.due.IsZero() {
+		from.due = claimFromStart
+	}
+	have := map[int64]bool{}
+	lock := func(ids []int64, limit int) error {
+		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(limit)})
+		if err != nil {
+			return fmt.Errorf("claim lock: %w", err)
+		}
+		for _, r := range locked {
+			have[r.ID] = true
+			rows = append(rows, r)
+		}
+		return nil
+	}
+	after := from
+	for round := 0; round < claimRounds && len(rows) < n; round++ {
+		cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{
+			AfterDue: after.due, AfterID: after.id, EventTypes: w.types, Limit: int32(2 * n)})
+		if err != nil {
+			return nil, false, fmt.Errorf("claim candidates: %w", err)
+		}
+		ids := make([]int64, 0, len(cands))
+		for _, c := range cands {
+			if !have[c.ID] {
+				ids = append(ids, c.ID)
+			}
+		}
+		// First exactly the rows still needed, in due order, so the claim takes the oldest;
+		// then, if others held some of them, the rest of the window (lowest ids first, so a
+		// row due earlier with a higher id can fall behind the seek until the next rescan).
+		need := min(n-len(rows), len(ids))
+		if need > 0 {
+			if err := lock(ids[:need], need); err != nil {
+				return nil, false, err
+			}
+		}
+		if len(rows) < n && len(ids) > need {
+			if err := lock(ids[need:], n-len(rows)); err != nil {
+				return nil, false, err
+			}
+		}
+		// A full window means more due rows lie past it.
+		more = len(cands) == 2*n
+		if !more {
+			break
+		}
+		last := cands[len(cands)-1]
+		after = claimPos{due: last.NextAttemptAt, id: last.ID}
+	}
+	if len(rows) < n && more {
+		// Other claims held every window: a claim left open by a hung worker, or many workers
+		// at once. The index scan skips held rows wherever they are; it returns ours too.
+		w.claimFallbacks.Add(1)
+		extra, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{
+			AfterDue: from.due, AfterID: from.id, EventTypes: w.types, Limit: int32(n + len(rows))})
+		if err != nil {
+			return nil, false, fmt.Errorf("claim select: %w", err)
+		}
+		for _, r := range extra {
+			if len(rows) < n && !have[r.ID] {
+				have[r.ID] = true
+				rows = append(rows, store.MessageClaimLockIDsRow(r))
+			}
+		}
+	}
+	return rows, more, nil
+}
+
+// claimPos is a position in the claim index's order: (next_attempt_at, id).
+type claimPos struct {
+	due time.Time
+	id  int64
+}
+
+func (p claimPos) after(o claimPos) bool {
+	return p.due.After(o.due) || (p.due.Equal(o.due) && p.id > o.id)
+}
+
+// claimFromStart is before every next_attempt_at (DATETIME starts at year 1000; the driver
+// would send the zero time.Time as '0000-00-00', which strict modes reject).
+var claimFromStart = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newToken returns 32 hex characters (claim_token is VARCHAR(32)).
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+).
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,163 @@
+// Worker configuration: Config, its defaults and their validation, and the internal timings
+// that are deliberately not configurable.
+
+package outbox
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// Config tunes a Worker. The zero value is usable: every zero field takes its default.
+type Config struct {
+	// BatchSize is the most rows one claim takes. A claim takes no more rows than there are
+	// free dispatch slots, plus, when recent handlers were fast, the rows those slots are
+	// expected to start within 50ms (prefetch): so a row starts its handler soon after its
+	// claimed_at, and fast handlers still get claims of up to BatchSize rows. A prefetched row
+	// that could not start in time to finish within its lease is given back unhandled.
+	// Defaults to 100.
+	BatchSize int
+	// Concurrency is the number of handlers running at once (dispatch slots). Defaults to 16.
+	Concurrency int
+	// PollInterval is the wait after a claim that found fewer rows than it asked for. Wake (and
+	// InTx) cut it short. Defaults to 1s.
+	PollInterval time.Duration
+	// StaleAfter is the lease this worker writes on the rows it claims (reclaim_after =
+	// claimed_at + StaleAfter). A row still PROCESSING after it is reclaimed by any worker. Every
+	// event timeout of the router must be shorter, or a slow handler would be reclaimed and run
+	// twice. Defaults to 5m.
+	StaleAfter time.Duration
+	// ShutdownTimeout bounds how long Run waits, once its context is done, for in-flight
+	// handlers before it cancels their contexts. Defaults to 30s.
+	ShutdownTimeout time.Duration
+	// ReclaimInterval is how often the worker reclaims expired leases and counts stuck rows.
+	// Defaults to StaleAfter/4, at most 1m.
+	ReclaimInterval time.Duration
+	// DisableReclaim turns off this worker's reclaim (another process does it). The stuck watch
+	// still runs and reports. Defaults to false.
+	DisableReclaim bool
+	// Logger receives the worker's log lines (snake_case keys). Defaults to slog.Default().
+	Logger *slog.Logger
+	// Reporter receives incidents: incident.Stuck (rows PROCESSING past 3x their lease) each
+	// time the watch sees them, and incident.HandlerHung. Each incident is also exactly one
+	// error-level "outboxgen incident" line on Logger: the default Reporter writes it, and with
+	// a custom Reporter the worker writes it. Defaults to incident.Slog(Logger).
+	Reporter incident.Reporter
+	// Observer receives counts and durations for metrics. Defaults to NopObserver{}.
+	Observer Observer
+}
+
+// Worker defaults.
+const (
+	DefaultBatchSize       = 100
+	DefaultConcurrency     = 16
+	DefaultPollInterval    = time.Second
+	DefaultStaleAfter      = 5 * time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+	maxReclaimInterval     = time.Minute
+	maxBatchSize           = 10000
+)
+
+// Internal timings, deliberately not configurable.
+const (
+	// flushLinger is the longest a result waits for others to share its write transaction.
+	flushLinger = 20 * time.Millisecond
+	// slotGather is how long a claim under backlog waits for more free slots once half are free.
+	slotGather = 2 * time.Millisecond
+	// prefetchHorizon bounds how long a claimed row should wait for a dispatch slot: a claim
+	// may take the rows the slots are expected to start within it, judged by recent handler
+	// durations. A claim costs about the same for 1 row as for 100, so with fast handlers this
+	// is what makes claims large; with slow handlers it is 0 and claims follow free slots.
+	prefetchHorizon = 50 * time.Millisecond
+	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
+	handlerEWMAWeight = 0.2
+	// claimRounds is how many windows of 2n candidate rows one claim reads when other claims
+	// hold the rows of the first: enough for a few workers claiming at the same moment. When
+	// every window is held (many more workers, or a claim left open by a hung one), the claim
+	// falls back to the slower SKIP LOCKED scan of the claim index.
+	claimRounds = 3
+	// rescanEvery bounds how long a backlog drain claims from where its last claim ended
+	// (claimed.due) before scanning the claim index from the start again. A row due before that
+	// point (an enqueue whose transaction committed late, a row another worker gave back)
+	// therefore waits at most this much longer than it would with every claim a full scan.
+	rescanEvery = 100 * time.Millisecond
+	// shutdownGrace is how long Run waits for handlers after cancelling their contexts.
+	shutdownGrace = 250 * time.Millisecond
+	// writeTimeout bounds one result-write transaction.
+	writeTimeout = 30 * time.Second
+	// claimTimeout bounds one claim transaction.
+	claimTimeout = 10 * time.Second
+	// reclaimBatch is the most rows one reclaim UPDATE changes.
+	reclaimBatch = 1000
+	// maxLastError keeps last_error inside a TEXT column (65535 bytes).
+	maxLastError = 60000
+)
+
+func (c Config) withDefaults() Config {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.ReclaimInterval == 0 {
+		c.ReclaimInterval = min(c.StaleAfter/4, maxReclaimInterval)
+		if c.ReclaimInterval <= 0 {
+			c.ReclaimInterval = time.Millisecond
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Reporter == nil {
+		c.Reporter = incident.Slog(c.Logger)
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	return c
+}
+
+// validate names the field at fault. It runs before defaults, so 0 is always allowed.
+func (c Config) validate() error {
+	ints := []struct {
+		name string
+		v    int
+	}{{"BatchSize", c.BatchSize}, {"Concurrency", c.Concurrency}}
+	for _, f := range ints {
+		if f.v < 0 {
+			return fmt.Errorf("outbox: Config.%s must be >= 0 (0 takes the default), got %d", f.name, f.v)
+		}
+	}
+	if c.BatchSize > maxBatchSize {
+		return fmt.Errorf("outbox: Config.BatchSize must be at most %d, got %d", maxBatchSize, c.BatchSize)
+	}
+	durs := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"StaleAfter", c.StaleAfter},
+		{"ShutdownTimeout", c.ShutdownTimeout}, {"ReclaimInterval", c.ReclaimInterval},
+	}
+	for _, f := range durs {
+		if f.v < 0 {
+			return fmt.Errorf("outbox: Config.%s must be >= 0 (0 takes the default), got %s", f.name, f.v)
+		}
+	}
+	if c.StaleAfter > 0 && c.StaleAfter < time.Millisecond {
+		return fmt.Errorf("outbox: Config.StaleAfter must be at least 1ms, got %s", c.StaleAfter)
+	}
+	return nil
+}

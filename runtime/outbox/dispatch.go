@@ -1,0 +1,216 @@
+// Step 2, dispatch: each claimed row's handler runs in its own goroutine once it holds a
+// dispatch slot, with its event's timeout and panic recovery; its error decides the outcome
+// (retry with backoff, or FAILED).
+
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// startDispatch is step 2 for one row: its handler runs in its own goroutine, outside every
+// transaction, once it holds a dispatch slot (at once, unless the row was prefetched).
+func (w *Worker) startDispatch(m claimed) {
+	w.mu.Lock()
+	hctx, sink, gen, sem := w.hctx, w.sink, w.gen, w.sem
+	w.mu.Unlock()
+	w.dispatch.Add(1)
+	go func() {
+		defer w.dispatch.Done()
+		res, ran := w.acquireAndHandle(hctx, sem, m)
+		w.mu.Lock()
+		delete(w.inflight, m.id)
+		if w.gen == gen {
+			w.free++
+			if ran {
+				took := float64(time.Since(res.started))
+				if w.avgTook == 0 {
+					w.avgTook = took
+				} else {
+					w.avgTook += handlerEWMAWeight * (took - w.avgTook)
+				}
+			}
+		}
+		w.mu.Unlock()
+		if !sink.put(res) {
+			// Run has returned (this handler ignored its context past the shutdown deadline):
+			// nothing may write any more, so the lease expires and the row is reclaimed.
+			w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox result after shutdown dropped; the row will be reclaimed",
+				slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("outcome", string(res.outcome)))
+		}
+		w.signalFreed()
+	}()
+}
+
+// acquireAndHandle waits for a dispatch slot and runs the handler. A prefetched row that
+// waited so long that its handler could outlive the lease (and be reclaimed and run twice) is
+// given back unhandled instead: PENDING again, due at once. ran says whether the handler ran.
+func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m claimed) (res result, ran bool) {
+	select {
+	case sem <- struct{}{}:
+	default:
+		select {
+		case sem <- struct{}{}:
+		case <-hctx.Done():
+			return w.giveBack(m, "the worker shut down before a dispatch slot was free"), false
+		}
+		rt, _ := w.router.lookup(m.eventType)
+		if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
+			<-sem
+			return w.giveBack(m, fmt.Sprintf("waited %s for a dispatch slot; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false
+		}
+	}
+	defer func() { <-sem }()
+	w.mu.Lock()
+	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
+	w.mu.Unlock()
+	return w.handle(hctx, m), true
+}
+
+// giveBack is the result for a claimed row whose handler was never called.
+func (w *Worker) giveBack(m claimed, why string) result {
+	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back unhandled",
+		slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("reason", why))
+	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried,
+		lastError: "not handled: " + why, started: time.Now()}
+}
+
+// result is one handler outcome waiting to be written.
+type result struct {
+	id        MessageID
+	eventType string
+	token     string
+	outcome   Outcome
+	delay     time.Duration // retried: until the next attempt
+	lastError string        // retried and failed
+	started   time.Time     // when the handler was called
+}
+
+// handle runs the handler with its timeout, recovers a panic, and decides the outcome.
+func (w *Worker) handle(hctx context.Context, m claimed) result {
+	rt, ok := w.router.lookup(m.eventType)
+	if !ok { // unreachable: the claim asks only for the router's types
+		return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeFailed,
+			lastError: fmt.Sprintf("no handler for event type %q", m.eventType)}
+	}
+	p := rt.policy
+	ctx, cancel := context.WithTimeout(hctx, p.Timeout)
+	defer cancel()
+	d := Delivery{
+		MessageID: m.id, EventType: m.eventType, IdempotencyKey: m.key, Attempt: m.attempt,
+		EnqueuedAt: m.enqueuedAt, ClaimToken: m.token,
+	}
+	if d.IdempotencyKey == "" {
+		d.IdempotencyKey = "msg:" + strconv.FormatInt(int64(m.id), 10)
+	}
+	// Reported once if the handler is still running well past its deadline: it ignores its
+	// context and keeps its slot.
+	hung := time.AfterFunc(p.Timeout+hungGrace(p.Timeout), func() {
+		w.report(context.Background(), incident.Incident{
+			Kind:    incident.HandlerHung,
+			Subject: fmt.Sprintf("message %d (%s)", m.id, m.eventType),
+			Err:     fmt.Errorf("handler still running %s after its %s timeout; it ignores its context and keeps a dispatch slot", hungGrace(p.Timeout), p.Timeout),
+		})
+	})
+	start := time.Now()
+	err := callHandler(ctx, rt.handler, m.payload, d)
+	hung.Stop()
+	took := time.Since(start)
+
+	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start}
+	switch {
+	case err == nil:
+		// Also after the deadline: the work is done; the fence decides whether the write lands.
+		res.outcome = OutcomeSent
+	case IsPermanent(err):
+		res.outcome = OutcomeFailed
+		res.lastError = fmt.Sprintf("attempt %d: %v", m.attempt, err)
+	case m.attempt >= m.maxAttempts:
+		res.outcome = OutcomeFailed
+		res.lastError = fmt.Sprintf("attempt %d of %d: %v", m.attempt, m.maxAttempts, err)
+	default:
+		res.outcome = OutcomeRetried
+		res.lastError = fmt.Sprintf("attempt %d of %d: %v", m.attempt, m.maxAttempts, err)
+		if d, ok := retryDelay(err); ok {
+			res.delay = d
+		} else {
+			res.delay = w.backoff(p.Backoff, m.attempt)
+		}
+	}
+	res.lastError = truncate(res.lastError, maxLastError)
+	w.cfg.Observer.Handled(m.eventType, res.outcome, took)
+	if err != nil {
+		level := slog.LevelWarn
+		if res.outcome == OutcomeFailed {
+			level = slog.LevelError
+		}
+		attrs := []slog.Attr{slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType),
+			slog.Int("attempt", m.attempt), slog.String("outcome", string(res.outcome))}
+		if res.outcome == OutcomeRetried { // a FAILED message is not retried: retry_in=0s would say "at once"
+			attrs = append(attrs, slog.Duration("retry_in", res.delay))
+		}
+		attrs = append(attrs, slog.String("error", err.Error()))
+		w.log.LogAttrs(context.Background(), level, "outbox handler failed", attrs...)
+	}
+	return res
+}
+
+func hungGrace(timeout time.Duration) time.Duration { return max(100*time.Millisecond, timeout/10) }
+
+// callHandler turns a panic into an error carrying the stack.
+func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, payload, d)
+}
+
+// backoff is full jitter: uniform in [0, min(Max, Initial*2^(attempt-1))].
+func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
+	ceiling := b.Max
+	if attempt <= 62 {
+		if f := float64(b.Initial) * math.Pow(2, float64(attempt-1)); f < float64(b.Max) {
+			ceiling = time.Duration(f)
+		}
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(w.jitter(int64(ceiling)))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " …(truncated)"
+}
+
+// reportAbandoned reports the handlers still running after the shutdown deadline.
+func (w *Worker) reportAbandoned(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, f := range w.inflight {
+		w.report(ctx, incident.Incident{
+			Kind:    incident.HandlerHung,
+			Subject: fmt.Sprintf("message %d (%s)", id, f.eventType),
+			Err: fmt.Errorf("handler still running %s after its context was cancelled at shutdown; Run returns without it and the row is reclaimed after its lease",
+				time.Since(f.started).Round(time.Millisecond)),
+		})
+	}
+}

@@ -1,0 +1,282 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+func TestRetryWithBackoffThenSuccess(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	c := newCalls()
+	var mu sync.Mutex
+	var failedAt []time.Time // database clock at each failing call
+	var nextAt []time.Time   // next_attempt_at seen by the following call
+	r := NewRouter()
+	r.Handle("retry_twice", Policy{Backoff: Backoff{Initial: 300 * time.Millisecond, Max: time.Second}},
+		func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			n := c.add(d, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if n > 1 {
+				nextAt = append(nextAt, getRow(t, db, d.MessageID).NextAttemptAt)
+			}
+			if n <= 2 {
+				failedAt = append(failedAt, dbNow(t, db))
+				return fmt.Errorf("transient %d", n)
+			}
+			return nil
+		})
+	w := newTestWorker(t, db.DB, r, Config{})
+	w.jitter = func(n int64) int64 { return n } // the ceiling of full jitter, to see the push
+	start(t, w)
+	id := enqueueN(t, db.DB, "retry_twice", 1)[0]
+	waitFor(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
+	row := getRow(t, db, id)
+	if c.of(id) != 3 || row.Attempts != 3 {
+		t.Fatalf("calls %d, attempts %d; want 3 and 3", c.of(id), row.Attempts)
+	}
+	if !strings.Contains(row.LastError.String, "attempt 2 of 10: transient 2") {
+		t.Errorf("last_error = %q, want the second failure", row.LastError.String)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Attempt n waits min(Max, Initial*2^(n-1)): 300ms, then 600ms, from the failure's write.
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		got := nextAt[i].Sub(failedAt[i])
+		if got < want || got > want+time.Second {
+			t.Errorf("failure %d: next_attempt_at - failure time = %v, want %v (plus write latency)", i+1, got, want)
+		}
+	}
+}
+
+func TestBackoffFullJitter(t *testing.T) {
+	w := &Worker{jitter: func(n int64) int64 { return n }}
+	b := Backoff{Initial: time.Second, Max: time.Minute}
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 500: time.Minute} {
+		if got := w.backoff(b, attempt); got != want {
+			t.Errorf("ceiling for attempt %d = %v, want %v", attempt, got, want)
+		}
+	}
+	w.jitter = func(int64) int64 { return 0 }
+	if got := w.backoff(b, 3); got != 0 {
+		t.Errorf("floor = %v, want 0 (full jitter)", got)
+	}
+}
+
+func TestPermanentAndExhaustedThenRetry(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	var healed atomic.Bool
+	r := NewRouter()
+	r.Handle("perm", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		return Permanent(errors.New("card declined"))
+	})
+	r.Handle("always_fails", Policy{Backoff: Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}},
+		func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			c.add(d, p)
+			if healed.Load() {
+				return nil
+			}
+			return errors.New("downstream 503")
+		})
+	w := newTestWorker(t, db.DB, r, Config{})
+	start(t, w)
+	var perm, fails MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if perm, err = Enqueue(ctx, tx, Message{EventType: "perm", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		fails, err = Enqueue(ctx, tx, Message{EventType: "always_fails", Payload: []byte(`{}`), MaxAttempts: 3})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "both FAILED", func() bool {
+		return statusOf(t, db, perm) == "FAILED" && statusOf(t, db, fails) == "FAILED"
+	})
+	time.Sleep(100 * time.Millisecond)
+	p, f := getRow(t, db, perm), getRow(t, db, fails)
+	if c.of(perm) != 1 || p.Attempts != 1 || !strings.Contains(p.LastError.String, "card declined") || !p.FailedAt.Valid {
+		t.Errorf("Permanent: calls %d, row %+v; want 1 call, attempts 1, last_error, failed_at", c.of(perm), p)
+	}
+	if c.of(fails) != 3 || f.Attempts != 3 || !strings.Contains(f.LastError.String, "attempt 3 of 3: downstream 503") {
+		t.Errorf("exhausted: calls %d, row %+v; want exactly 3 calls and last_error of attempt 3", c.of(fails), f)
+	}
+
+	healed.Store(true)
+	n, err := Retry(ctx, db, Filter{IDs: []MessageID{fails}})
+	if err != nil || n != 1 {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	w.Wake()
+	waitFor(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
+	if got := getRow(t, db, fails).Attempts; got != 1 || c.of(fails) != 4 {
+		t.Errorf("after Retry: attempts %d, calls %d; want 1 (reset) and 4", got, c.of(fails))
+	}
+}
+
+func TestPanicAndUndecodablePayload(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	c := newCalls()
+	type welcome struct {
+		CompanyID int64 `json:"company_id"`
+	}
+	r := NewRouter()
+	r.Handle("panics", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		if string(p) == `{"boom":true}` {
+			panic("handler bug")
+		}
+		return nil
+	})
+	// What a generated wrapper does: a payload that does not decode is Permanent.
+	r.Handle("typed", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		var e welcome
+		if err := json.Unmarshal(p, &e); err != nil {
+			return Permanent(fmt.Errorf("decode typed: %w", err))
+		}
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2})
+	start(t, w)
+	var boom, bad, ok1, ok2 MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		enq := func(id *MessageID, typ, payload string, max int) {
+			if err == nil {
+				*id, err = Enqueue(ctx, tx, Message{EventType: typ, Payload: []byte(payload), MaxAttempts: max})
+			}
+		}
+		enq(&boom, "panics", `{"boom":true}`, 1)
+		enq(&bad, "typed", `{"company_id":"not a number"}`, 10)
+		enq(&ok1, "panics", `{"boom":false}`, 10)
+		enq(&ok2, "typed", `{"company_id":1}`, 10)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "all four settled", func() bool {
+		return statusOf(t, db, boom) == "FAILED" && statusOf(t, db, bad) == "FAILED" &&
+			statusOf(t, db, ok1) == "SENT" && statusOf(t, db, ok2) == "SENT"
+	})
+	b := getRow(t, db, boom)
+	if !strings.Contains(b.LastError.String, "panic: handler bug") || !strings.Contains(b.LastError.String, "goroutine ") {
+		t.Errorf("panic last_error = %q, want the panic value and its stack", b.LastError.String)
+	}
+	u := getRow(t, db, bad)
+	if u.Attempts != 1 || !strings.Contains(u.LastError.String, "decode typed") || c.of(bad) != 1 {
+		t.Errorf("undecodable: attempts %d, calls %d, last_error %q; want FAILED at once with the decode error", u.Attempts, c.of(bad), u.LastError.String)
+	}
+	// The worker survived the panic: a message enqueued afterwards is still delivered.
+	late := enqueueN(t, db.DB, "panics", 1)[0]
+	waitFor(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
+}
+
+func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	inc := &incidents{}
+	r := NewRouter()
+	r.Handle("hangs", Policy{Timeout: 100 * time.Millisecond}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		time.Sleep(500 * time.Millisecond) // ignores ctx, then succeeds
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{Reporter: inc})
+	start(t, w)
+	id := enqueueN(t, db.DB, "hangs", 1)[0]
+	waitFor(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	if inc.count(incident.HandlerHung) != 1 {
+		t.Fatalf("HandlerHung incidents = %d, want 1", inc.count(incident.HandlerHung))
+	}
+}
+
+// A prefetched row that waited so long for a slot that its handler could outlive the lease is
+// given back unhandled (PENDING, due now) rather than run where a reclaim could run it twice.
+func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	c := newCalls()
+	var slow atomic.Bool
+	r := NewRouter()
+	r.Handle("giveback", Policy{Timeout: 300 * time.Millisecond}, func(_ context.Context, p json.RawMessage, d Delivery) error {
+		c.add(d, p)
+		if slow.CompareAndSwap(true, false) {
+			time.Sleep(900 * time.Millisecond) // ignores its context: keeps the only slot
+		}
+		return nil
+	})
+	in := &incidents{}
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, BatchSize: 20, StaleAfter: time.Second, Reporter: in})
+	start(t, w)
+	// Teach the worker that handlers are fast, so the next claim prefetches.
+	warm := enqueueN(t, db.DB, "giveback", 30)
+	waitFor(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
+	slow.Store(true)
+	ids := enqueueN(t, db.DB, "giveback", 6)
+	w.Wake()
+	waitFor(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
+	gaveBack := 0
+	for _, id := range ids {
+		if n := c.of(id); n != 1 {
+			t.Fatalf("message %d handled %d times, want exactly 1", id, n)
+		}
+		if row := getRow(t, db, id); row.Attempts == 2 && strings.Contains(row.LastError.String, "not handled") {
+			gaveBack++
+		}
+	}
+	if gaveBack == 0 {
+		t.Fatalf("no prefetched row was given back while the only slot was held 900ms past a 1s lease")
+	}
+}
+
+// retry_in=0s beside outcome=failed reads as "retrying at once": it is logged for retries only.
+func TestHandlerFailedLogsRetryInOnlyForRetries(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	for _, c := range []struct {
+		name        string
+		err         error
+		attempt     int
+		wantOutcome Outcome
+	}{
+		{"retry", errors.New("try later"), 1, OutcomeRetried},
+		{"permanent", Permanent(errors.New("bad input")), 1, OutcomeFailed},
+		{"exhausted", errors.New("still down"), 3, OutcomeFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &logRecords{}
+			r := NewRouter()
+			r.Handle("fails", Policy{MaxAttempts: 3}, func(context.Context, json.RawMessage, Delivery) error { return c.err })
+			w := newTestWorker(t, db.DB, r, Config{Logger: slog.New(logs)})
+			res := w.handle(context.Background(), claimed{id: 1, eventType: "fails", payload: []byte("{}"), attempt: c.attempt, maxAttempts: 3, token: "t"})
+			attrs, ok := logs.find("outbox handler failed")
+			if res.outcome != c.wantOutcome || !ok || attrs["outcome"] != string(c.wantOutcome) {
+				t.Fatalf("outcome %s, log %v; want %s logged", res.outcome, attrs, c.wantOutcome)
+			}
+			if _, has := attrs["retry_in"]; has != (c.wantOutcome == OutcomeRetried) {
+				t.Fatalf("outcome %s logged with %v: want retry_in only when retrying", res.outcome, attrs)
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+// Steps 4 and 5, reclaim and watch: every ReclaimInterval, expired leases are returned to
+// PENDING (or FAILED) and rows stuck past 3x their lease are reported.
+
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/incident"
+)
+
+// maintainLoop runs reclaim (step 4) and the stuck watch (step 5) at start and then every
+// ReclaimInterval until ctx is done.
+func (w *Worker) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.ReclaimInterval)
+	defer t.Stop()
+	for {
+		if !w.cfg.DisableReclaim {
+			if _, err := w.reclaimOnce(ctx); err != nil && ctx.Err() == nil {
+				w.log.LogAttrs(ctx, slog.LevelError, "outbox reclaim failed", slog.String("error", err.Error()))
+			}
+		}
+		if _, err := w.watchOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck watch failed", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reclaimOnce returns expired leases to PENDING (or FAILED when attempts are exhausted), in
+// batches, and returns how many rows it moved. The UPDATE is idempotent, so every worker runs
+// it without a leader.
+func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := execReadCommitted(ctx, w.db, func(tx *sql.Tx) (int64, error) {
+			return q.MessageReclaimStale(ctx, tx, reclaimBatch)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("reclaim: %w", err)
+		}
+		if n < reclaimBatch {
+			break
+		}
+	}
+	w.cfg.Observer.Reclaimed(total)
+	if total > 0 {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox reclaimed expired claims", slog.Int64("reclaimed", total))
+		w.Wake()
+	}
+	return total, nil
+}
+
+// watchOnce counts stuck rows (PROCESSING past 3x their lease: nobody is reclaiming) and
+// reports them as an incident each time it sees any.
+func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
+	n, err := q.MessageCountStuck(ctx, w.db)
+	if err != nil {
+		return 0, fmt.Errorf("count stuck: %w", err)
+	}
+	if n > 0 {
+		w.cfg.Observer.Stuck(n)
+		msg := fmt.Sprintf("%d messages PROCESSING for more than 3x their lease: nobody is reclaiming them", n)
+		if w.cfg.DisableReclaim {
+			msg += " (this worker's reclaim is disabled)"
+		}
+		// Through report only: a line of our own as well would page log-based alerting twice.
+		w.report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: errors.New(msg)})
+	}
+	return n, nil
+}
