@@ -1,0 +1,120 @@
+// outboxgen purge: deletes old SENT or FAILED messages, or the given ones, in small batches
+// (outbox.Purge).
+
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed] [--batch-size N] [--dry-run] [--dsn DSN]
+
+Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
+D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
+locks for long (outbox.Purge). Ages are measured on the database clock. A row made FAILED by
+hand while it was due in the future is purged once that due time is older than D, too; one
+without failed_at counts as failed at its due time.
+
+--id deletes exactly the given messages, whatever their age, if they have --status (which must
+then be given): how to discard a FAILED message that must never be delivered (read it first
+with outboxgen show --id N). Messages of another status are left alone and named.
+
+Prints the count; with --dry-run, the count it would delete, deleting nothing.
+`
+
+func runPurge(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("purge", purgeHelp, stdout, stderr)
+	var olderThan durationFlag
+	c.fs.Var(&olderThan, "older-than", "delete messages older than this (Go syntax or days: 7d)")
+	var ids idsFlag
+	c.fs.Var(&ids, "id", "delete this message (repeatable; needs --status)")
+	status := c.fs.String("status", "sent", "which messages: sent or failed")
+	batch := c.fs.Int("batch-size", 0, "rows per DELETE (0: the runtime's default)")
+	dryRun := c.fs.Bool("dry-run", false, "count what would be deleted and delete nothing")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	statusGiven := false
+	c.fs.Visit(func(f *flag.Flag) { statusGiven = statusGiven || f.Name == "status" })
+	switch {
+	case len(ids) > 0 && olderThan.set:
+		return c.usageErr("--id and --older-than do not combine: --id deletes exactly the given messages")
+	case len(ids) > 0 && !statusGiven:
+		return c.usageErr("--id needs --status (sent or failed): say which messages may go")
+	case len(ids) == 0 && !olderThan.set:
+		return c.usageErr("say what to delete: --older-than D (e.g. 7d), or --id N with --status")
+	}
+	if olderThan.d < 0 {
+		return c.usageErr("--older-than must not be negative, got %s", olderThan.String())
+	}
+	var st outbox.Status
+	switch strings.ToLower(*status) {
+	case "sent":
+		st = outbox.StatusSent
+	case "failed":
+		st = outbox.StatusFailed
+	default:
+		return c.usageErr("--status must be sent or failed, got %q", *status)
+	}
+	if *batch < 0 || *batch > math.MaxInt32 {
+		return c.usageErr("--batch-size must be between 0 and %d, got %d", math.MaxInt32, *batch)
+	}
+	if len(ids) > maxOpsIDs {
+		return c.usageErr("at most %d --id at a time, got %d", maxOpsIDs, len(ids))
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	// Which given ids will not go, and why, is read first: afterwards a deleted id and one that
+	// never existed look alike.
+	var misses []string
+	for _, id := range ids {
+		if len(misses) == maxExplained {
+			misses = append(misses, "  ...")
+			break
+		}
+		r, err := outbox.Inspect(ctx, db, id)
+		switch {
+		case errors.Is(err, outbox.ErrNotFound):
+			misses = append(misses, fmt.Sprintf("  %d: no such message", id))
+		case err != nil:
+			return c.closeDB(db, c.dbErr("inspect", err))
+		case r.Status != st:
+			misses = append(misses, fmt.Sprintf("  %d: %s, not %s: left alone", id, r.Status, st))
+		}
+	}
+	f := outbox.PurgeFilter{Status: st, OlderThan: olderThan.d, IDs: ids, BatchSize: *batch, DryRun: *dryRun}
+	what := fmt.Sprintf("%s message(s) older than %s", st, formatAge(olderThan.d))
+	if len(ids) > 0 {
+		what = fmt.Sprintf("of the %d given %s message(s)", len(ids), st)
+	}
+	n, err := outbox.Purge(ctx, db, f)
+	if err != nil {
+		if !*dryRun {
+			// Batches before the error are committed; say how many went.
+			fmt.Fprintf(c.out, "purged %d %s message(s) before the error\n", n, st)
+		}
+		return c.closeDB(db, c.dbErr("purge", err))
+	}
+	if *dryRun {
+		fmt.Fprintf(c.out, "would purge %d %s (dry run: nothing deleted)\n", n, what)
+	} else {
+		fmt.Fprintf(c.out, "purged %d %s\n", n, what)
+	}
+	if len(ids) > 0 && n < int64(len(ids)) {
+		for _, m := range misses {
+			fmt.Fprintln(c.out, m)
+		}
+	}
+	return c.closeDB(db, opsExitOK)
+}

@@ -1,0 +1,282 @@
+// outboxgen status: the outbox's state by event type (outbox.Stats), the newest FAILED
+// messages, and --check for cron jobs and probes.
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--max-due-age 10m] [--failed 10] [--dsn DSN]
+
+Prints the outbox's state from the database (outbox.Stats): by event type the PENDING, due,
+PROCESSING, stale, stuck and FAILED counts (never SENT: that part of the table grows without
+bound), the oldest pending message's age, and the newest FAILED messages with their last_error.
+
+  due      PENDING and next_attempt_at has passed: waiting only for a worker
+  stale    PROCESSING past its lease (reclaim_after): its worker died or hung; a live worker
+           will reclaim it
+  stuck    PROCESSING past 3x its lease: nobody is reclaiming; no worker is alive for it
+  oldest pending   the oldest PENDING message's age, delayed and backed-off ones included
+  oldest due       how long the longest-waiting due message has been claimable: near the
+                   workers' poll interval while they run; it grows when nobody claims
+
+--check exits 1 when stuck > 0, when a due message has waited longer than --max-due-age (no
+worker is claiming: every worker is down, or none handles that event type), or when any message
+FAILED within --window, so a cron job or probe alerts on an outage and on new failures without
+staying red forever over old ones.
+`
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	c := newOpsCmd("status", statusHelp, stdout, stderr)
+	asJSON := c.fs.Bool("json", false, "print JSON (the shape is documented in docs/operations.md)")
+	check := c.fs.Bool("check", false, "exit 1 when stuck > 0 or messages FAILED within --window")
+	window := durationFlag{d: time.Hour}
+	c.fs.Var(&window, "window", "how far back a FAILED message fails --check (Go syntax or days)")
+	maxDue := durationFlag{d: 10 * time.Minute}
+	c.fs.Var(&maxDue, "max-due-age", "a due message waiting longer than this fails --check (0: never)")
+	nFailed := c.fs.Int("failed", 10, "how many of the newest FAILED messages to list (0: none)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if window.d <= 0 {
+		return c.usageErr("--window must be positive, got %s", window.String())
+	}
+	if maxDue.d < 0 {
+		return c.usageErr("--max-due-age must not be negative, got %s", maxDue.String())
+	}
+	if *nFailed < 0 {
+		return c.usageErr("--failed must be >= 0, got %d", *nFailed)
+	}
+	ctx, stop := opsContext()
+	defer stop()
+	db, code, ok := c.open(ctx)
+	if !ok {
+		return code
+	}
+	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, statusLimits{window: window.d, maxDue: maxDue.d}, *nFailed))
+}
+
+// statusReport is the JSON shape of `outboxgen status --json`, documented in docs/operations.md.
+type statusReport struct {
+	Pending              int64                 `json:"pending"`
+	Due                  int64                 `json:"due"`
+	Processing           int64                 `json:"processing"`
+	Stale                int64                 `json:"stale"`
+	Stuck                int64                 `json:"stuck"`
+	Failed               int64                 `json:"failed"`
+	OldestPendingSeconds float64               `json:"oldest_pending_seconds"`
+	OldestDueSeconds     float64               `json:"oldest_due_seconds"`
+	ByType               map[string]typeReport `json:"by_type"`
+	NewestFailed         []failedReport        `json:"newest_failed"`
+	Check                checkReport           `json:"check"`
+}
+
+type typeReport struct {
+	Pending    int64 `json:"pending"`
+	Due        int64 `json:"due"`
+	Processing int64 `json:"processing"`
+	Stale      int64 `json:"stale"`
+	Stuck      int64 `json:"stuck"`
+	Failed     int64 `json:"failed"`
+	// OldestPendingSeconds is this type's oldest PENDING row's age; 0 when none.
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	// OldestDueSeconds is how long this type's longest-waiting due row has been due; 0 when none.
+	OldestDueSeconds float64 `json:"oldest_due_seconds"`
+}
+
+type failedReport struct {
+	ID          int64     `json:"id"`
+	EventType   string    `json:"event_type"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	FailedAt    time.Time `json:"failed_at"`
+	LastError   string    `json:"last_error"`
+}
+
+type checkReport struct {
+	OK               bool     `json:"ok"`
+	WindowSeconds    float64  `json:"window_seconds"`
+	MaxDueAgeSeconds float64  `json:"max_due_age_seconds"`
+	FailedInWindow   int64    `json:"failed_in_window"`
+	Problems         []string `json:"problems"`
+}
+
+// statusLimits are what --check holds the outbox to.
+type statusLimits struct {
+	window time.Duration // a FAILED message within it fails the check
+	maxDue time.Duration // a due message waiting longer fails the check; 0: never
+}
+
+func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim statusLimits, nFailed int) int {
+	window := lim.window
+	snap, err := outbox.Stats(ctx, db)
+	if err != nil {
+		return c.dbErr("stats", err)
+	}
+	rep := statusReport{
+		Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
+		Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
+		OldestPendingSeconds: snap.OldestPending.Seconds(),
+		OldestDueSeconds:     snap.OldestDue.Seconds(),
+		ByType:               map[string]typeReport{},
+		NewestFailed:         []failedReport{},
+		Check:                checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(), Problems: []string{}},
+	}
+	for t, tc := range snap.ByType {
+		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds(),
+			OldestDueSeconds: tc.OldestDue.Seconds()}
+	}
+	if nFailed > 0 && snap.Failed > 0 {
+		failed, err := newestFailed(ctx, db, nFailed)
+		if err != nil {
+			return c.dbErr("list failed", err)
+		}
+		for _, f := range failed {
+			rep.NewestFailed = append(rep.NewestFailed, failedReport{
+				ID: int64(f.ID), EventType: c.clean(f.EventType), Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
+				FailedAt: f.FailedAt, LastError: opsTruncate(c.clean(f.LastError), lastErrorWidth),
+			})
+		}
+	}
+	// The window is measured on this machine's clock against failed_at from the database
+	// clock; skew of a few seconds does not matter at the scale of a window.
+	if snap.Failed > 0 {
+		recent, err := countFailed(ctx, db, outbox.Filter{FailedSince: time.Now().Add(-window)})
+		if err != nil {
+			return c.dbErr("count recent failures", err)
+		}
+		rep.Check.FailedInWindow = recent
+	}
+	if rep.Stuck > 0 {
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", rep.Stuck))
+	}
+	if lim.maxDue > 0 && snap.OldestDue > lim.maxDue {
+		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
+		// rows PROCESSING within their lease tell "behind" from "nobody claims".
+		var idle, behind []string
+		for t, tc := range rep.ByType {
+			if tc.OldestDueSeconds > lim.maxDue.Seconds() {
+				if tc.Processing > tc.Stale {
+					behind = append(behind, t)
+				} else {
+					idle = append(idle, t)
+				}
+			}
+		}
+		sort.Strings(idle)
+		sort.Strings(behind)
+		if len(idle) > 0 {
+			rep.Check.Problems = append(rep.Check.Problems,
+				fmt.Sprintf("due messages have waited more than %s and nobody claims them: are the workers for %s running?",
+					formatAge(lim.maxDue), strings.Join(idle, ", ")))
+		}
+		if len(behind) > 0 {
+			rep.Check.Problems = append(rep.Check.Problems,
+				fmt.Sprintf("due messages have waited more than %s: the workers for %s are claiming but behind",
+					formatAge(lim.maxDue), strings.Join(behind, ", ")))
+		}
+	}
+	if rep.Check.FailedInWindow > 0 {
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("%d message(s) FAILED within the last %s", rep.Check.FailedInWindow, formatAge(window)))
+	}
+	rep.Check.OK = len(rep.Check.Problems) == 0
+
+	if asJSON {
+		enc := json.NewEncoder(c.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %s\n", c.clean(err.Error()))
+			return opsExitDB
+		}
+	} else {
+		c.printStatus(rep, window)
+	}
+	if check && !rep.Check.OK {
+		return opsExitCheck
+	}
+	return opsExitOK
+}
+
+func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
+	// Built whole, then written once.
+	var b bytes.Buffer
+	defer func() { c.out.Write(b.Bytes()) }() // one write: a reader never sees half a table
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING\tOLDEST DUE")
+	types := make([]string, 0, len(rep.ByType))
+	for t := range rep.ByType {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		tc := rep.ByType[t]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed,
+			pendingAge(tc.Pending, tc.OldestPendingSeconds), pendingAge(tc.Due, tc.OldestDueSeconds))
+	}
+	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed,
+		pendingAge(rep.Pending, rep.OldestPendingSeconds), pendingAge(rep.Due, rep.OldestDueSeconds))
+	w.Flush()
+
+	fmt.Fprintln(&b)
+	fmt.Fprintf(&b, "%-17s%s (delivery lag, delayed and backed-off messages included)\n", "oldest pending:", pendingAge(rep.Pending, rep.OldestPendingSeconds))
+	fmt.Fprintf(&b, "%-17s%s (how long a due message has waited for a worker)\n", "oldest due:", pendingAge(rep.Due, rep.OldestDueSeconds))
+	fmt.Fprintf(&b, "%-17s%d (PROCESSING past their lease; a live worker reclaims them)\n", "stale:", rep.Stale)
+	if rep.Stuck > 0 {
+		fmt.Fprintf(&b, "%-17s%d (PROCESSING past 3x their lease: NOBODY IS RECLAIMING)\n", "stuck:", rep.Stuck)
+	} else {
+		fmt.Fprintf(&b, "%-17s0\n", "stuck:")
+	}
+	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
+
+	if len(rep.NewestFailed) > 0 {
+		fmt.Fprintf(&b, "\nnewest FAILED (%d of %d; retry with `outboxgen retry --id N`):\n", len(rep.NewestFailed), rep.Failed)
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
+		for _, f := range rep.NewestFailed {
+			fmt.Fprintf(w, "  %d\t%s\t%d/%d\t%s\t%s\n", f.ID, f.EventType, f.Attempts, f.MaxAttempts,
+				formatTime(f.FailedAt), opsOneLine(f.LastError))
+		}
+		w.Flush()
+	}
+	if rep.Check.OK {
+		fmt.Fprintln(&b, "\ncheck: ok")
+	} else {
+		fmt.Fprintf(&b, "\ncheck: FAILING: %s\n", strings.Join(rep.Check.Problems, "; "))
+	}
+}
+
+func pendingAge(pending int64, seconds float64) string {
+	if pending == 0 {
+		return "-"
+	}
+	return formatAge(time.Duration(seconds * float64(time.Second)))
+}
+
+// countFailed counts the FAILED rows matching f. outbox.Retry's dry run is the runtime's
+// count of exactly that; DryRun is forced here so this can never move a row.
+func countFailed(ctx context.Context, db outbox.DBTX, f outbox.Filter) (int64, error) {
+	f.DryRun = true
+	return outbox.Retry(ctx, db, f)
+}
+
+// newestFailed returns up to n of the most recently FAILED messages, newest first: one
+// ListFailed, which reads the FAILED rows through the claim index's status prefix and keeps the
+// newest n (a top-n sort: its cost grows with the FAILED rows that Purge has not yet removed).
+func newestFailed(ctx context.Context, db outbox.DBTX, n int) ([]outbox.FailedMessage, error) {
+	return outbox.ListFailed(ctx, db, outbox.Filter{Newest: true}, n)
+}
