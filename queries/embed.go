@@ -3,7 +3,10 @@
 package queries
 
 import (
-	_ "embed"
+	"embed"
+	"fmt"
+	"io/fs"
+	"strconv"
 	"strings"
 )
 
@@ -14,12 +17,51 @@ import (
 //go:embed schema.sql
 var Schema string
 
+// SchemaVersion is the version of Schema. Each table's COMMENT records the version it is at
+// ('outboxgen schema N'); tables of version 1 predate the comment.
+const SchemaVersion = 2
+
+//go:embed upgrades/*.sql
+var upgrades embed.FS
+
+// Upgrade is one file of upgrades/: the statements that bring tables from Version-1 to Version,
+// one ALTER TABLE per table.
+type Upgrade struct {
+	Version    int
+	Statements []string
+}
+
+// Upgrades returns every upgrade in version order. Files are named NNN_what.sql, NNN being the
+// version they bring the tables to.
+func Upgrades() ([]Upgrade, error) {
+	names, err := fs.Glob(upgrades, "upgrades/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []Upgrade
+	for _, name := range names { // fs.Glob returns names sorted
+		base := strings.TrimPrefix(name, "upgrades/")
+		n, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil || n < 2 || n > SchemaVersion {
+			return nil, fmt.Errorf("queries: %s: the name must start with a version in 2..%d", name, SchemaVersion)
+		}
+		b, err := upgrades.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Upgrade{Version: n, Statements: split(string(b))})
+	}
+	return out, nil
+}
+
 // Statements returns Schema split into single statements without comments, in order, for
 // drivers that run one statement per call (go-sql-driver/mysql without multiStatements).
-func Statements() []string {
+func Statements() []string { return split(Schema) }
+
+func split(sql string) []string {
 	var out []string
 	var cur strings.Builder
-	for _, line := range strings.Split(Schema, "\n") {
+	for _, line := range strings.Split(sql, "\n") {
 		trimmed := strings.TrimSpace(line)
 		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
 			continue

@@ -2,14 +2,23 @@
 -- save this as a migration (goose, atlas, golang-migrate), or let outbox.Migrate create the
 -- tables that are missing. Every time column is written from the database clock
 -- (UTC_TIMESTAMP(6)), never the application's.
+--
+-- Schema version 2 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
+-- --upgrade` bring tables of version 1 up to it). What is compared as an identifier (event
+-- types, keys, consumers, job names, tokens) is VARBINARY: byte comparison on every server, where
+-- the default collations are case- and accent-blind and MariaDB's _bin ones ignore trailing
+-- spaces. The payload is text with a binary collation, so it comes back byte for byte (MySQL's JSON
+-- type reorders keys and rewrites numbers) and JSON_VALUE(payload, '$.field') still works on
+-- every server; the runtime checks that it is valid JSON and UTF-8 before the INSERT.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              BIGINT       NOT NULL AUTO_INCREMENT,
     -- The wire name from events.yaml; never derived from Go names.
-    event_type      VARCHAR(191) NOT NULL,
-    payload         JSON         NOT NULL,
+    event_type      VARBINARY(191) NOT NULL,
+    -- JSON, validated before the INSERT; at most outbox.MaxPayloadBytes.
+    payload         LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     -- Indexed, not unique: enqueueing the same logical event twice is legal; handlers deduplicate.
-    idempotency_key VARCHAR(191) NOT NULL DEFAULT '',
+    idempotency_key VARBINARY(191) NOT NULL DEFAULT '',
     status          ENUM('PENDING', 'PROCESSING', 'SENT', 'FAILED') NOT NULL DEFAULT 'PENDING',
     -- Claims so far (a reclaim does not add one: the claim already counted).
     attempts        INT          NOT NULL DEFAULT 0,
@@ -21,7 +30,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     -- different StaleAfter share the table and Stats needs no worker config.
     reclaim_after   DATETIME(6)  NULL,
     -- Fresh per claim; every write after the claim is fenced on (id, PROCESSING, claim_token).
-    claim_token     VARCHAR(32)  NULL,
+    claim_token     VARBINARY(32) NULL,
     last_error      TEXT         NULL,
     created_at      DATETIME(6)  NOT NULL,
     sent_at         DATETIME(6)  NULL,
@@ -37,24 +46,25 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people: "was the message for this key sent?" Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';
 
 -- outbox.Once: a handler records (consumer, key) in its own transaction; the PRIMARY KEY makes
 -- the second insert a no-op, so the handler's DB effects happen at most once.
 CREATE TABLE IF NOT EXISTS outbox_inbox (
-    consumer     VARCHAR(191) NOT NULL,
-    idem_key     VARCHAR(191) NOT NULL,
+    -- 764 bytes: the 191 characters of version 1's VARCHAR(191) in utf8mb4, so no key shrinks.
+    consumer     VARBINARY(764) NOT NULL,
+    idem_key     VARBINARY(764) NOT NULL,
     processed_at DATETIME(6)  NOT NULL,
     PRIMARY KEY (consumer, idem_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';
 
 -- mysqllock run ledger: a job that must run once per period writes (job, period_start) after
 -- it succeeds; an instance that finds the row skips the period.
 CREATE TABLE IF NOT EXISTS outbox_job_runs (
-    job          VARCHAR(191) NOT NULL,
+    job          VARBINARY(764) NOT NULL,
     period_start DATETIME(6)  NOT NULL,
     instance     VARCHAR(191) NOT NULL DEFAULT '',
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';

@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,98 +18,335 @@ import (
 // migrations with their own tool (goose, atlas, golang-migrate). Each statement is idempotent.
 func Schema() string { return queries.Schema }
 
-// Migrate creates the outboxgen tables that do not exist yet in the DSN's database, on a
-// connection of its own: never on a caller's transaction, because MySQL commits DDL implicitly.
-// It first checks the DSN as NewWorker does (parseTime=true, loc=UTC).
+// Migrate brings the outboxgen tables of the DSN's database to the current schema version
+// (SchemaVersion), on a connection of its own: never on a caller's transaction, because MySQL
+// commits DDL implicitly. It first checks the DSN as NewWorker does (parseTime=true, loc=UTC)
+// and that the server can run the worker's READ COMMITTED writes (not binlog_format=STATEMENT).
 //
-// Tables that already exist are left as they are and not created again, so an application may
-// call Migrate at startup as a user with only SELECT, INSERT, UPDATE and DELETE once the tables
-// exist (a DBA applied `outboxgen schema`, say); only a missing table needs the CREATE
-// privilege. An existing table must have every column of Schema: Migrate fails, naming the
-// table and the missing columns, when it does not (a table of the same name from before
-// outboxgen), rather than let every later query fail. Column types are not compared.
+//   - A missing table is created (this needs the CREATE privilege).
+//   - A table of an earlier version (each table's COMMENT records its version; version 1 had
+//     none) is upgraded in place with the statements SchemaUpgrade lists, which keep every row
+//     and its status, lease and claim token: workers running during the upgrade wait for the
+//     ALTER and go on after it. Version 1 -> 2 changes column types, which copies the table on
+//     every server: writes to it wait for the copy. Apply SchemaUpgrade's statements with your
+//     own tool (gh-ost, pt-online-schema-change) to avoid that on a large table.
+//   - A table at the current version is checked: every column must exist with its type, and
+//     text columns must be utf8mb4. The error names each table, column, what it is and what it
+//     should be, rather than let every later query fail or compare keys case-blind.
+//
+// Tables that are current are left as they are, so an application may call Migrate at startup
+// as a user with only SELECT, INSERT, UPDATE and DELETE once the tables exist. Two processes
+// calling Migrate at once take turns (a named lock per database); the second finds nothing to do.
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if db == nil {
 		return errors.New("outbox: Migrate: nil db")
 	}
-	tables, err := schemaTables()
+	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
+		// A table that is not outboxgen's does not stop the others from being created.
+		var problems []string
+		for _, t := range tables {
+			st, err := readTable(ctx, conn, t.name)
+			if err != nil {
+				return err
+			}
+			stmts, err := upgradeStatements(t, st)
+			var mismatch mismatchError
+			if errors.As(err, &mismatch) {
+				problems = append(problems, mismatch.msg)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, stmt := range stmts {
+				// The statement itself stays out of the error: callers log errors, often with
+				// log.Fatal, and 20 lines of DDL would bury the cause.
+				if _, err := conn.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("%s %s: %w", ddlVerb(stmt), t.name, err)
+				}
+			}
+			if st, err = readTable(ctx, conn, t.name); err != nil {
+				return err
+			}
+			problems = append(problems, t.check(st)...)
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%s (`outboxgen schema` prints the expected DDL; migrate or rename the table by hand)",
+				strings.Join(problems, "; "))
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("outbox: Migrate: %w", err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("outbox: Migrate: connect: %w", err)
-	}
-	defer conn.Close() // returns the connection to the pool; DDL leaves no session state behind
-	if err := checkClock(ctx, conn); err != nil {
-		return fmt.Errorf("outbox: Migrate: %w", err)
-	}
-	var mismatched []string
-	for _, t := range tables {
-		have, err := existingColumns(ctx, conn, t.name)
-		if err != nil {
-			return fmt.Errorf("outbox: Migrate: read the columns of %s: %w", t.name, err)
-		}
-		if len(have) == 0 {
-			// The statement itself stays out of the error: callers log errors, often with
-			// log.Fatal, and 20 lines of DDL would bury the cause.
-			if _, err := conn.ExecContext(ctx, t.ddl); err != nil {
-				return fmt.Errorf("outbox: Migrate: CREATE TABLE %s: %w", t.name, err)
-			}
-			continue
-		}
-		var missing []string
-		for _, c := range t.columns {
-			if !have[c] {
-				missing = append(missing, c)
-			}
-		}
-		if len(missing) > 0 {
-			mismatched = append(mismatched, fmt.Sprintf("table %s predates or does not match outboxgen's schema: it lacks columns %s",
-				t.name, strings.Join(missing, ", ")))
-		}
-	}
-	if len(mismatched) > 0 {
-		return fmt.Errorf("outbox: Migrate: %s (`outboxgen schema` prints the expected DDL; migrate or rename the table by hand)",
-			strings.Join(mismatched, "; "))
 	}
 	return nil
 }
 
-// columnsQuery lists a table's columns in the current database; no rows means the table does
-// not exist (or this user has no privilege on it). It is SQL in Go code because sqlc's MySQL
-// catalog has no information_schema ("schema "information_schema" does not exist").
-const columnsQuery = `SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+// SchemaUpgrade returns the statements that Migrate would run on the DSN's database to bring
+// its outboxgen tables to SchemaVersion: CREATE TABLE for a missing table, ALTER TABLE for one
+// of an earlier version, nothing for a current one. It changes nothing. `outboxgen schema
+// --upgrade --dsn ...` prints them for users who apply migrations with their own tool.
+func SchemaUpgrade(ctx context.Context, db *sql.DB) ([]string, error) {
+	if db == nil {
+		return nil, errors.New("outbox: SchemaUpgrade: nil db")
+	}
+	var out []string
+	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
+		for _, t := range tables {
+			st, err := readTable(ctx, conn, t.name)
+			if err != nil {
+				return err
+			}
+			stmts, err := upgradeStatements(t, st)
+			if err != nil {
+				return err
+			}
+			out = append(out, stmts...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: SchemaUpgrade: %w", err)
+	}
+	return out, nil
+}
 
-// existingColumns returns the lowercased column names of table (MySQL column names are
-// case-insensitive); empty when the table does not exist.
-func existingColumns(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
+// SchemaVersion is the version of the tables that Schema creates and Migrate upgrades to.
+const SchemaVersion = queries.SchemaVersion
+
+// migrateLockWait bounds how long Migrate waits for another process's migration.
+const migrateLockWait = 120 // seconds
+
+// withMigrateConn runs fn on one connection of db, after the DSN checks, holding the database's
+// migration lock.
+func withMigrateConn(ctx context.Context, db *sql.DB, fn func(*sql.Conn, []schemaTable) error) (err error) {
+	tables, err := schemaTables()
+	if err != nil {
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		// The named lock belongs to the session: a connection whose release failed is closed
+		// rather than pooled (database/sql drops a connection whose Raw returns ErrBadConn), which
+		// ends the session and frees the lock.
+		if err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // always ErrBadConn: that is the point
+		}
+		if cerr := conn.Close(); cerr != nil && err == nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = fmt.Errorf("return connection: %w", cerr)
+		}
+	}()
+	if err := checkClock(ctx, conn); err != nil {
+		return err
+	}
+	if err := checkBinlog(ctx, conn); err != nil {
+		return err
+	}
+	got, err := q.MigrateLock(ctx, conn, migrateLockWait)
+	if err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	if got != 1 {
+		return fmt.Errorf("another migration of this database still runs after %ds (named lock outboxgen.migrate.*)", migrateLockWait)
+	}
+	if err := fn(conn, tables); err != nil {
+		return err
+	}
+	// A release that fails returns an error, and the deferred Raw destroys the session.
+	released, err := q.MigrateUnlock(context.WithoutCancel(ctx), conn)
+	if err != nil {
+		return fmt.Errorf("release the migration lock: %w", err)
+	}
+	if released != 1 {
+		return fmt.Errorf("release the migration lock: RELEASE_LOCK returned %d, want 1", released)
+	}
+	return nil
+}
+
+func ddlVerb(stmt string) string {
+	f := strings.Fields(stmt)
+	if len(f) >= 2 {
+		return f[0] + " " + f[1]
+	}
+	return stmt
+}
+
+// tableState is what information_schema says of one table.
+type tableState struct {
+	exists  bool
+	version int                   // from the COMMENT; 1 when it has none
+	columns map[string]columnInfo // by lowercased name
+}
+
+type columnInfo struct {
+	columnType string // COLUMN_TYPE, normalised by normType
+	charset    string // CHARACTER_SET_NAME; "" for non-text types
+	collation  string
+}
+
+// tableQuery and columnsQuery read the catalog of the current database. They are SQL in Go
+// code because sqlc's MySQL catalog has no information_schema ("schema "information_schema"
+// does not exist"). No rows means the table does not exist (or this user has no privilege on it).
+const (
+	tableQuery   = `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, '')
+FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+)
+
+var versionComment = regexp.MustCompile(`^outboxgen schema ([0-9]+)$`)
+
+func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, error) {
+	st := tableState{columns: map[string]columnInfo{}}
+	var comment string
+	switch err := conn.QueryRowContext(ctx, tableQuery, table).Scan(&comment); {
+	case errors.Is(err, sql.ErrNoRows):
+		return st, nil
+	case err != nil:
+		return st, fmt.Errorf("read table %s: %w", table, err)
+	}
+	st.exists, st.version = true, 1
+	if m := versionComment.FindStringSubmatch(comment); m != nil {
+		st.version, _ = strconv.Atoi(m[1]) // the regexp admits digits only; a huge number fails below
+	}
 	rows, err := conn.QueryContext(ctx, columnsQuery, table)
+	if err != nil {
+		return st, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, typ string
+		var c columnInfo
+		if err := rows.Scan(&name, &typ, &c.charset, &c.collation); err != nil {
+			return st, fmt.Errorf("read the columns of %s: %w", table, err)
+		}
+		c.columnType = normType(typ)
+		st.columns[strings.ToLower(name)] = c
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	return st, nil
+}
+
+// upgradeStatements is what table t needs: CREATE when missing, the ALTERs of every later
+// version when older, nothing when current.
+func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
+	if !st.exists {
+		return []string{t.ddl}, nil
+	}
+	if st.version > SchemaVersion {
+		return nil, fmt.Errorf("table %s is at schema version %d, newer than this outboxgen's %d: upgrade outboxgen",
+			t.name, st.version, SchemaVersion)
+	}
+	if st.version == SchemaVersion {
+		return nil, nil
+	}
+	// An older table must at least have the columns every version had, or it is another
+	// program's table of the same name: refuse before altering it.
+	var missing []string
+	for _, c := range t.columns {
+		if _, ok := st.columns[c.name]; !ok && c.since <= st.version {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, mismatchError{fmt.Sprintf("table %s predates or does not match outboxgen's schema: it lacks columns %s",
+			t.name, strings.Join(missing, ", "))}
+	}
+	ups, err := queries.Upgrades()
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	have := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
+	var out []string
+	for _, u := range ups {
+		if u.Version <= st.version {
+			continue
 		}
-		have[strings.ToLower(name)] = true
+		for _, stmt := range u.Statements {
+			if alterTarget(stmt) == t.name {
+				out = append(out, stmt)
+			}
+		}
 	}
-	return have, rows.Err()
+	return out, nil
+}
+
+// mismatchError says that a table of outboxgen's name is not outboxgen's.
+type mismatchError struct{ msg string }
+
+func (e mismatchError) Error() string { return e.msg }
+
+// alterTarget is the table of an "ALTER TABLE name ..." statement.
+func alterTarget(stmt string) string {
+	f := strings.Fields(stmt)
+	if len(f) >= 3 && strings.EqualFold(f[0], "ALTER") && strings.EqualFold(f[1], "TABLE") {
+		return strings.Trim(f[2], "`")
+	}
+	return ""
+}
+
+// check compares a current table with the DDL: every column present, of its type, text in
+// utf8mb4. Byte comparison of identifiers follows from their VARBINARY type.
+func (t schemaTable) check(st tableState) []string {
+	var problems []string
+	for _, c := range t.columns {
+		have, ok := st.columns[c.name]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("table %s lacks column %s %s", t.name, c.name, c.typ))
+		case have.columnType != c.typ:
+			what := have.columnType
+			if have.collation != "" {
+				what += " collate " + have.collation
+			}
+			problems = append(problems, fmt.Sprintf("column %s.%s is %s, want %s", t.name, c.name, what, c.typ))
+		case have.charset != "" && have.charset != "utf8mb4":
+			problems = append(problems, fmt.Sprintf("column %s.%s has character set %s, want utf8mb4", t.name, c.name, have.charset))
+		case c.collation != "" && have.collation != c.collation:
+			problems = append(problems, fmt.Sprintf("column %s.%s has collation %s, want %s (compared byte for byte)", t.name, c.name, have.collation, c.collation))
+		}
+	}
+	return problems
+}
+
+var intWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)\([0-9]+\)`)
+
+// normType makes a DDL type and information_schema's COLUMN_TYPE comparable: lowercase, no
+// spaces, no integer display width (MariaDB shows int(11), MySQL 8.0.19+ int).
+func normType(s string) string {
+	s = strings.ToLower(strings.Join(strings.Fields(s), ""))
+	return intWidth.ReplaceAllString(s, "$1")
 }
 
 // schemaTable is one CREATE TABLE statement of Schema.
 type schemaTable struct {
 	name    string
-	columns []string // lowercased, in DDL order
+	columns []schemaColumn // in DDL order
 	ddl     string
 }
 
-// schemaTables reads the table names and columns from Schema's statements, so the column
-// check cannot drift from the DDL. It relies on schema.sql's layout, one column or key per
-// line; TestSchemaTablesMatchCreatedTables compares the result with the tables the DDL creates.
+type schemaColumn struct {
+	name      string // lowercased
+	typ       string // normType of the DDL type, without CHARACTER SET and COLLATE
+	collation string // the DDL's COLLATE, lowercased; "" when it names none
+	since     int    // the schema version that added it (1 for the first release's columns)
+}
+
+var collateClause = regexp.MustCompile(`(?i)\s+(CHARACTER\s+SET\s+\S+|COLLATE\s+(\S+))`)
+
+// columnSince records the columns added after version 1, so an upgrade does not refuse a table
+// for lacking what it is about to add. Each later version's new columns go here.
+var columnSince = map[string]int{}
+
+// columnDef splits a column line of schema.sql: "name TYPE [NOT NULL|NULL|DEFAULT ...],".
+var columnDef = regexp.MustCompile(`^\s*` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `\s+(.+?)(\s+(NOT\s+NULL|NULL|DEFAULT|AUTO_INCREMENT)\b.*)?,?\s*$`)
+
+// schemaTables reads the table names, columns and types from Schema's statements, so the checks
+// cannot drift from the DDL. It relies on schema.sql's layout, one column or key per line;
+// TestSchemaTablesMatchCreatedTables compares the result with the tables the DDL creates.
 func schemaTables() ([]schemaTable, error) {
 	const prefix = "CREATE TABLE IF NOT EXISTS "
 	// Lines that define keys and constraints rather than columns.
@@ -122,16 +362,45 @@ func schemaTables() ([]schemaTable, error) {
 		t := schemaTable{name: strings.Trim(strings.TrimSpace(strings.TrimSuffix(head, "(")), "`"), ddl: stmt}
 		for _, line := range lines[1:] {
 			f := strings.Fields(line)
-			if len(f) == 0 || strings.HasPrefix(f[0], ")") {
+			if len(f) == 0 || strings.HasPrefix(f[0], ")") || notColumn[strings.ToUpper(f[0])] {
 				continue
 			}
-			if !notColumn[strings.ToUpper(f[0])] {
-				t.columns = append(t.columns, strings.ToLower(strings.Trim(f[0], "`,")))
+			m := columnDef.FindStringSubmatch(line)
+			if m == nil {
+				return nil, fmt.Errorf("schema.sql: table %s: cannot read the column line %q", t.name, strings.TrimSpace(line))
 			}
+			name := strings.ToLower(m[1])
+			since := columnSince[t.name+"."+name]
+			if since == 0 {
+				since = 1
+			}
+			c := schemaColumn{name: name, since: since}
+			typ := strings.TrimSuffix(m[2], ",")
+			for _, cl := range collateClause.FindAllStringSubmatch(typ, -1) {
+				if cl[2] != "" {
+					c.collation = strings.ToLower(cl[2])
+				}
+			}
+			c.typ = normType(collateClause.ReplaceAllString(typ, ""))
+			t.columns = append(t.columns, c)
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// checkBinlog refuses a server on which the worker's READ COMMITTED writes fail: with the binary
+// log on, binlog_format=STATEMENT rejects them (error 1665), which would otherwise show up only
+// as every claim failing.
+func checkBinlog(ctx context.Context, db DBTX) error {
+	b, err := q.ServerBinlog(ctx, sdb(db))
+	if err != nil {
+		return fmt.Errorf("read binlog settings: %w", err)
+	}
+	if b.LogBin == 1 && strings.EqualFold(b.BinlogFormat, "STATEMENT") {
+		return errors.New("the server logs with binlog_format=STATEMENT, which rejects every write of a READ COMMITTED transaction (error 1665) that the worker makes: use ROW or MIXED (SET GLOBAL binlog_format = 'ROW', or in the DSN binlog_format=ROW)")
+	}
+	return nil
 }
 
 // checkClock verifies the DSN settings the runtime relies on by scanning the database clock

@@ -56,12 +56,14 @@ func (ns NullOutboxMessagesStatus) Value() (driver.Value, error) {
 	return string(ns.OutboxMessagesStatus), nil
 }
 
+// outboxgen schema 2
 type OutboxInbox struct {
 	Consumer    string
 	IdemKey     string
 	ProcessedAt time.Time
 }
 
+// outboxgen schema 2
 type OutboxJobRun struct {
 	Job         string
 	PeriodStart time.Time
@@ -70,6 +72,7 @@ type OutboxJobRun struct {
 	FinishedAt  time.Time
 }
 
+// outboxgen schema 2
 type OutboxMessage struct {
 	ID             int64
 	EventType      string

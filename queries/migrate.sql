@@ -1,0 +1,16 @@
+-- outbox.Migrate and the start-up checks.
+
+-- name: MigrateLock :one
+-- Migrations of one database take turns: two processes starting at once must not both ALTER.
+-- The name is per database (a named lock is server-wide) and at most 64 characters (MySQL's
+-- limit). 1 = acquired; 0 = another migration still runs after the wait; -1 = NULL, an error.
+SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESCE(DATABASE(), ''), 256), 40)),
+                              CAST(sqlc.arg(timeout_s) AS SIGNED)), -1) AS SIGNED) AS acquired;
+
+-- name: MigrateUnlock :one
+SELECT CAST(COALESCE(RELEASE_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESCE(DATABASE(), ''), 256), 40))), -1) AS SIGNED) AS released;
+
+-- name: ServerBinlog :one
+-- With the binary log on and binlog_format=STATEMENT, every write of a READ COMMITTED
+-- transaction (the claim, the result writes) fails with error 1665.
+SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT('', @@SESSION.binlog_format) AS binlog_format;

@@ -1,0 +1,60 @@
+-- The tables of outboxgen (github.com/outboxgen/outboxgen), as `outboxgen schema` prints them:
+-- save this as a migration (goose, atlas, golang-migrate), or let outbox.Migrate create the
+-- tables that are missing. Every time column is written from the database clock
+-- (UTC_TIMESTAMP(6)), never the application's.
+
+CREATE TABLE IF NOT EXISTS outbox_messages (
+    id              BIGINT       NOT NULL AUTO_INCREMENT,
+    -- The wire name from events.yaml; never derived from Go names.
+    event_type      VARCHAR(191) NOT NULL,
+    payload         JSON         NOT NULL,
+    -- Indexed, not unique: enqueueing the same logical event twice is legal; handlers deduplicate.
+    idempotency_key VARCHAR(191) NOT NULL DEFAULT '',
+    status          ENUM('PENDING', 'PROCESSING', 'SENT', 'FAILED') NOT NULL DEFAULT 'PENDING',
+    -- Claims so far (a reclaim does not add one: the claim already counted).
+    attempts        INT          NOT NULL DEFAULT 0,
+    -- Resolved at enqueue from the event's policy.
+    max_attempts    INT          NOT NULL,
+    next_attempt_at DATETIME(6)  NOT NULL,
+    claimed_at      DATETIME(6)  NULL,
+    -- claimed_at + the claiming worker's StaleAfter: the lease lives on the row, so workers with
+    -- different StaleAfter share the table and Stats needs no worker config.
+    reclaim_after   DATETIME(6)  NULL,
+    -- Fresh per claim; every write after the claim is fenced on (id, PROCESSING, claim_token).
+    claim_token     VARCHAR(32)  NULL,
+    last_error      TEXT         NULL,
+    created_at      DATETIME(6)  NOT NULL,
+    sent_at         DATETIME(6)  NULL,
+    failed_at       DATETIME(6)  NULL,
+    PRIMARY KEY (id),
+    -- Serves the claim: WHERE status='PENDING' AND next_attempt_at <= now ORDER BY next_attempt_at, id.
+    -- Its status prefix also serves everything else that selects by status: the reclaim and the
+    -- stale/stuck counts (PROCESSING rows are the few in flight), Purge (SENT, FAILED) and the
+    -- FAILED listings. It is deliberately the only index with status in it: an index entry
+    -- changes whenever its columns do, so every status-prefixed index costs a delete-mark and an
+    -- insert on every claim and every result. Dropping three of them (reclaim_after, sent_at,
+    -- failed_at) made a drain about 20% faster (BenchmarkDrain; BENCHMARKS.md).
+    KEY outbox_messages_claim (status, next_attempt_at, id),
+    -- For people: "was the message for this key sent?" Written once at enqueue, never changed.
+    KEY outbox_messages_idempotency_key (idempotency_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+
+-- outbox.Once: a handler records (consumer, key) in its own transaction; the PRIMARY KEY makes
+-- the second insert a no-op, so the handler's DB effects happen at most once.
+CREATE TABLE IF NOT EXISTS outbox_inbox (
+    consumer     VARCHAR(191) NOT NULL,
+    idem_key     VARCHAR(191) NOT NULL,
+    processed_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (consumer, idem_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+
+-- mysqllock run ledger: a job that must run once per period writes (job, period_start) after
+-- it succeeds; an instance that finds the row skips the period.
+CREATE TABLE IF NOT EXISTS outbox_job_runs (
+    job          VARCHAR(191) NOT NULL,
+    period_start DATETIME(6)  NOT NULL,
+    instance     VARCHAR(191) NOT NULL DEFAULT '',
+    started_at   DATETIME(6)  NOT NULL,
+    finished_at  DATETIME(6)  NOT NULL,
+    PRIMARY KEY (job, period_start)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
