@@ -49,16 +49,17 @@ func Upgrades() ([]Upgrade, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Upgrade{Version: n, Statements: split(string(b))})
+		out = append(out, Upgrade{Version: n, Statements: Split(string(b))})
 	}
 	return out, nil
 }
 
 // Statements returns Schema split into single statements without comments, in order, for
 // drivers that run one statement per call (go-sql-driver/mysql without multiStatements).
-func Statements() []string { return split(Schema) }
+func Statements() []string { return Split(Schema) }
 
-func split(sql string) []string {
+// Split splits SQL text into statements without comments (one statement ends at a line ending in ;).
+func Split(sql string) []string {
 	var out []string
 	var cur strings.Builder
 	for _, line := range strings.Split(sql, "\n") {

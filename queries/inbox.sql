@@ -1,9 +1,10 @@
 -- outbox_inbox: handler-side deduplication (outbox.Once).
 
--- name: InboxRecord :execrows
--- 1 row affected = first time; 0 = seen before (clientFoundRows is off, and the no-op update
--- changes nothing). ON DUPLICATE rather than INSERT IGNORE, which would also hide real errors
--- such as truncation.
+-- name: InboxInsert :exec
+-- A plain INSERT: a duplicate (consumer, idem_key) fails with error 1062, which Once reads as
+-- "seen before". The duplicate-key error rolls back this statement only, never the caller's
+-- transaction (InnoDB). Not ON DUPLICATE KEY UPDATE with RowsAffected: its 0-or-1 depends on
+-- the DSN's clientFoundRows, which reports 1 for a row found as well as for a row inserted. Not
+-- INSERT IGNORE, which would also hide real errors such as truncation.
 INSERT INTO outbox_inbox (consumer, idem_key, processed_at)
-VALUES (sqlc.arg(consumer), sqlc.arg(idem_key), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-ON DUPLICATE KEY UPDATE consumer = consumer;
+VALUES (sqlc.arg(consumer), sqlc.arg(idem_key), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));

@@ -10,11 +10,12 @@
 -- anything but exactly 1 as "not acquired" / "not released".
 
 -- name: LockAcquire :one
--- GET_LOCK waits up to timeout_ms/1000 seconds (MariaDB honours fractions; MySQL documents
--- whole seconds). 1 = acquired, 0 = held by another session (or the wait timed out),
--- -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
+-- GET_LOCK waits up to wait_seconds, a whole number: MySQL rounds a fractional timeout (0.4
+-- is no wait at all, 1.6 waits 2 s), so the Go side waits whole seconds here and polls the
+-- rest with wait_seconds = 0. 1 = acquired, 0 = held by another session (or the wait timed
+-- out), -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
 -- conn_id is the session, read in the same round trip, for incidents and the watchdog.
-SELECT CAST(COALESCE(GET_LOCK(sqlc.arg(name), CAST(sqlc.arg(timeout_ms) AS SIGNED) / 1000), -1) AS SIGNED) AS acquired,
+SELECT CAST(COALESCE(GET_LOCK(sqlc.arg(name), CAST(sqlc.arg(wait_seconds) AS SIGNED)), -1) AS SIGNED) AS acquired,
        CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
 
 -- name: LockHolder :one

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,4 +80,53 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("second Run: %v, want already running", err)
 	}
 	stop()
+}
+
+// A policy that would panic or misbehave at run time is refused by NewWorker, naming the event
+// and the field (Backoff{Max: math.MaxInt64} used to panic in the jitter, outside any recover).
+func TestNewWorkerRefusesBadPolicies(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	h := func(context.Context, json.RawMessage, Delivery) error { return nil }
+	for _, c := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{Backoff: Backoff{Max: math.MaxInt64}}, `event "e": policy: Backoff.Max 2562047h47m16.854775807s is over 876000h0m0s`},
+		{Policy{MaxAttempts: -1}, `event "e": policy: MaxAttempts -1 is not in 1..2147483647`},
+		{Policy{MaxAttempts: math.MaxInt32 + 1}, `MaxAttempts 2147483648 is not in 1..2147483647`},
+		{Policy{Timeout: -time.Second}, `Timeout -1s is not positive`},
+		{Policy{Backoff: Backoff{Initial: -time.Second}}, `Backoff.Initial -1s is not positive`},
+		{Policy{Backoff: Backoff{Max: -time.Second}}, `Backoff.Max -1s is negative`},
+	} {
+		r := NewRouter()
+		r.Handle("e", c.p, h)
+		_, err := NewWorker(d.DB, r, Config{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewWorker with %+v: err = %v, want it to contain %q", c.p, err, c.want)
+		}
+	}
+}
+
+// The worker owns a copy of the routes: registering on the router after NewWorker does not race
+// with dispatch (go test -race) and does not change what the worker serves.
+func TestRouterHandleAfterNewWorker(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	var handled atomic.Int64
+	r := NewRouter()
+	r.Handle("first", Policy{}, func(context.Context, json.RawMessage, Delivery) error { handled.Add(1); return nil })
+	w := newTestWorker(t, d.DB, r, fastConfig(Config{}))
+	stop := start(t, w)
+	defer stop()
+	enqueueN(t, d.DB, "first", 50)
+	for i := range 50 {
+		r.Handle("late_"+itoa(i), Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	}
+	enqueueN(t, d.DB, "late_0", 1)
+	waitFor(t, 10*time.Second, "50 messages handled", func() bool { return handled.Load() == 50 })
+	stop()
+	if n := countRows(t, d, "event_type = 'late_0' AND status = 'PENDING'"); n != 1 {
+		t.Errorf("late_0 rows PENDING = %d, want 1 (registered after NewWorker: not this worker's)", n)
+	}
 }

@@ -178,16 +178,19 @@ func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery)
 
 // backoff is full jitter: uniform in [0, min(Max, Initial*2^(attempt-1))].
 func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
-	ceiling := b.Max
+	base := b.Max
 	if attempt <= 62 {
 		if f := float64(b.Initial) * math.Pow(2, float64(attempt-1)); f < float64(b.Max) {
-			ceiling = time.Duration(f)
+			base = time.Duration(f)
 		}
 	}
-	if ceiling <= 0 {
+	if base <= 0 {
 		return 0
 	}
-	return time.Duration(w.jitter(int64(ceiling)))
+	// Between base and 1.5 x base, capped at Max: never sooner than Initial, growing, and
+	// spread so that instances retrying together do not stay in step. Max is bounded by
+	// validatePolicy, so base + base/2 cannot overflow.
+	return min(base+time.Duration(w.jitter(int64(base/2))), b.Max)
 }
 
 func truncate(s string, n int) string {

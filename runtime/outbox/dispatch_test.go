@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,17 +62,41 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 	}
 }
 
-func TestBackoffFullJitter(t *testing.T) {
+// The n-th retry waits between b and 1.5 x b, b = min(Max, Initial x 2^(n-1)), capped at Max:
+// never sooner than Initial (full jitter retried after 46 ms with Initial 100 ms).
+func TestBackoffJitterAboveTheBase(t *testing.T) {
 	w := &Worker{jitter: func(n int64) int64 { return n }}
 	b := Backoff{Initial: time.Second, Max: time.Minute}
-	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 500: time.Minute} {
+	for attempt, want := range map[int]time.Duration{1: 1500 * time.Millisecond, 2: 3 * time.Second, 5: 24 * time.Second,
+		6: 48 * time.Second, 7: time.Minute /* 96s, capped */, 500: time.Minute} {
 		if got := w.backoff(b, attempt); got != want {
-			t.Errorf("ceiling for attempt %d = %v, want %v", attempt, got, want)
+			t.Errorf("longest wait for attempt %d = %v, want %v", attempt, got, want)
 		}
 	}
 	w.jitter = func(int64) int64 { return 0 }
-	if got := w.backoff(b, 3); got != 0 {
-		t.Errorf("floor = %v, want 0 (full jitter)", got)
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute} {
+		if got := w.backoff(b, attempt); got != want {
+			t.Errorf("shortest wait for attempt %d = %v, want %v", attempt, got, want)
+		}
+	}
+	// The real jitter stays in [b, 1.5b] and varies.
+	w = &Worker{jitter: func(n int64) int64 { return mrand.Int64N(n + 1) }}
+	b = Backoff{Initial: 100 * time.Millisecond, Max: time.Hour}
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		d := w.backoff(b, 1)
+		if d < 100*time.Millisecond || d > 150*time.Millisecond {
+			t.Fatalf("first retry after %v, want within [100ms, 150ms]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("1000 first retries took %d distinct delays: not jittered", len(seen))
+	}
+	// The largest Max the validation admits does not overflow.
+	w.jitter = func(n int64) int64 { return n }
+	if got := w.backoff(Backoff{Initial: time.Second, Max: maxDelay}, 200); got != maxDelay {
+		t.Errorf("backoff at the largest Max = %v, want %v", got, maxDelay)
 	}
 }
 

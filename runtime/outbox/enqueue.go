@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
@@ -63,8 +64,9 @@ const maxDelay = 100 * 365 * 24 * time.Hour
 // know when the caller commits, it cannot wake the worker: use InTx, or call Worker.Wake after
 // Commit, to cut the latency below the worker's PollInterval.
 //
-// m.EventType must be non-empty and m.Payload valid JSON. m.MaxAttempts 0 takes the default
-// (10). created_at and next_attempt_at come from the database clock (plus Delay, if given).
+// m.EventType must be non-empty and m.Payload valid JSON of at most MaxPayloadBytes; the
+// payload is stored and delivered byte for byte (key order, spacing and number spelling are
+// kept on every server). m.MaxAttempts 0 takes the default (10). created_at and next_attempt_at come from the database clock (plus Delay, if given).
 func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (MessageID, error) {
 	if tx == nil {
 		return 0, errors.New("outbox: Enqueue: nil tx")
@@ -72,14 +74,14 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if m.EventType == "" {
 		return 0, errors.New("outbox: Enqueue: empty EventType")
 	}
-	if len(m.EventType) > 191 {
-		return 0, fmt.Errorf("outbox: Enqueue %q: EventType longer than 191 bytes", m.EventType)
+	if len(m.EventType) > 191 || !utf8.ValidString(m.EventType) {
+		return 0, fmt.Errorf("outbox: Enqueue %q: EventType must be valid UTF-8 of at most 191 bytes", m.EventType)
 	}
-	if len(m.IdempotencyKey) > 191 {
-		return 0, fmt.Errorf("outbox: Enqueue %q: IdempotencyKey longer than 191 bytes", m.EventType)
+	if len(m.IdempotencyKey) > 191 || !utf8.ValidString(m.IdempotencyKey) {
+		return 0, fmt.Errorf("outbox: Enqueue %q: IdempotencyKey must be valid UTF-8 of at most 191 bytes (got %d bytes)", m.EventType, len(m.IdempotencyKey))
 	}
-	if !json.Valid(m.Payload) {
-		return 0, fmt.Errorf("outbox: Enqueue %q: Payload is not valid JSON", m.EventType)
+	if err := checkPayload(m.Payload); err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
 	}
 	if m.MaxAttempts < 0 || m.MaxAttempts > math.MaxInt32 {
 		return 0, fmt.Errorf("outbox: Enqueue %q: MaxAttempts %d out of range", m.EventType, m.MaxAttempts)
@@ -109,6 +111,28 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
 	}
 	return MessageID(id), nil
+}
+
+// MaxPayloadBytes is the largest payload Enqueue accepts: 4 MiB. A larger one is refused before
+// the INSERT, with the event type, its size and this limit in the error. The server's
+// max_allowed_packet must exceed it (MariaDB's default is 16 MiB, MySQL's 64 MiB). An outbox row
+// is a notification, not a blob store: put large content elsewhere and enqueue its reference.
+const MaxPayloadBytes = 4 << 20
+
+// checkPayload refuses what the payload column would not give back byte for byte, or what no
+// handler could decode: stored verbatim (utf8mb4_bin text), it must be JSON (RFC 8259: UTF-8).
+// encoding/json accepts invalid UTF-8 inside strings, so UTF-8 is checked on its own.
+func checkPayload(p []byte) error {
+	if len(p) > MaxPayloadBytes {
+		return fmt.Errorf("payload is %d bytes, over the limit of %d (outbox.MaxPayloadBytes)", len(p), MaxPayloadBytes)
+	}
+	if !utf8.Valid(p) {
+		return errors.New("payload is not valid UTF-8 (JSON text must be)")
+	}
+	if !json.Valid(p) {
+		return errors.New("payload is not valid JSON")
+	}
+	return nil
 }
 
 // maxInlineBytes bounds the messages Enqueue sends as one statement with inline literals (hex

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
@@ -418,7 +420,13 @@ func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
 // with the effects, the handler's database effects happen at most once even though delivery is
 // at-least-once. A rolled-back transaction records nothing. consumer names the handler (so
 // two handlers of one event deduplicate separately); both must be non-empty and at most 191
-// characters.
+// characters. Keys compare byte for byte: "in_1Ab" and "in_1aB", "café" and "cafe", "a" and
+// "a " are different keys on every server. The answer does not depend on the DSN's
+// clientFoundRows.
+//
+// While another transaction holds the same (consumer, key) uncommitted, Once waits for it
+// (innodb_lock_wait_timeout): then first is false if that transaction committed, true if it
+// rolled back.
 func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err error) {
 	if consumer == "" || key == "" {
 		return false, fmt.Errorf("outbox: Once: consumer %q and key %q must be non-empty", consumer, key)
@@ -426,12 +434,20 @@ func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err e
 	if utf8.RuneCountInString(consumer) > 191 || utf8.RuneCountInString(key) > 191 {
 		return false, errors.New("outbox: Once: consumer and key must be at most 191 characters")
 	}
-	n, err := q.InboxRecord(ctx, sdb(tx), store.InboxRecordParams{Consumer: consumer, IdemKey: key})
-	if err != nil {
+	err = q.InboxInsert(ctx, sdb(tx), store.InboxInsertParams{Consumer: consumer, IdemKey: key})
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &me) && me.Number == erDupEntry:
+		return false, nil
+	default:
 		return false, fmt.Errorf("outbox: Once(%q, %q): %w", consumer, key, err)
 	}
-	return n == 1, nil
 }
+
+// erDupEntry is ER_DUP_ENTRY, the same number on MySQL and MariaDB.
+const erDupEntry = 1062
 
 // execReadCommitted runs one range write (reclaim, purge) in its own READ COMMITTED
 // transaction. In autocommit it would run at the session's REPEATABLE READ, whose next-key locks

@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 )
 
 // Router maps event types to handlers and their policies. Generated code builds one with
@@ -13,7 +15,8 @@ type Router struct {
 }
 
 type route struct {
-	policy  Policy
+	policy  Policy // with defaults
+	given   Policy // as passed to Handle, for validatePolicy
 	handler HandlerFunc
 }
 
@@ -21,6 +24,8 @@ type route struct {
 func NewRouter() *Router { return &Router{routes: map[string]route{}} }
 
 // Handle registers h for eventType with policy p (zero fields take the built-in defaults).
+// NewWorker takes a copy of the routes and refuses a negative or out-of-range policy; a route
+// added after NewWorker is not served by that worker.
 // It panics on an empty type, a nil handler or a duplicate type: those are startup
 // misconfigurations, not runtime conditions.
 func (r *Router) Handle(eventType string, p Policy, h HandlerFunc) {
@@ -33,7 +38,7 @@ func (r *Router) Handle(eventType string, p Policy, h HandlerFunc) {
 	if _, dup := r.routes[eventType]; dup {
 		panic(fmt.Sprintf("outbox: Router.Handle(%q): event type registered twice", eventType))
 	}
-	r.routes[eventType] = route{policy: p.WithDefaults(), handler: h}
+	r.routes[eventType] = route{policy: p.WithDefaults(), given: p, handler: h}
 }
 
 // EventTypes returns the registered event types, sorted.
@@ -50,6 +55,41 @@ func (r *Router) EventTypes() []string {
 func (r *Router) Policy(eventType string) (Policy, bool) {
 	rt, ok := r.routes[eventType]
 	return rt.policy, ok
+}
+
+// snapshot copies the routes: a Worker keeps its own, so a Handle after NewWorker neither races
+// with dispatch nor changes what a running worker serves.
+func (r *Router) snapshot() *Router {
+	c := &Router{routes: make(map[string]route, len(r.routes))}
+	for t, rt := range r.routes {
+		c.routes[t] = rt
+	}
+	return c
+}
+
+// validatePolicy refuses what would misbehave at run time: a negative value, or a Max beyond
+// what the backoff arithmetic and the database's DATETIME range handle.
+func validatePolicy(eventType string, given, p Policy) error {
+	var bad []string
+	if given.Backoff.Max < 0 {
+		bad = append(bad, fmt.Sprintf("Backoff.Max %s is negative", given.Backoff.Max))
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > math.MaxInt32 {
+		bad = append(bad, fmt.Sprintf("MaxAttempts %d is not in 1..%d", p.MaxAttempts, math.MaxInt32))
+	}
+	if p.Backoff.Initial <= 0 {
+		bad = append(bad, fmt.Sprintf("Backoff.Initial %s is not positive", p.Backoff.Initial))
+	}
+	if p.Backoff.Max > maxDelay {
+		bad = append(bad, fmt.Sprintf("Backoff.Max %s is over %s", p.Backoff.Max, maxDelay))
+	}
+	if p.Timeout <= 0 {
+		bad = append(bad, fmt.Sprintf("Timeout %s is not positive", p.Timeout))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("event %q: policy: %s", eventType, strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 func (r *Router) lookup(eventType string) (route, bool) {

@@ -47,8 +47,10 @@ type Delivery struct {
 	ClaimToken string
 }
 
-// Backoff bounds the exponential retry delay, which has full jitter: attempt n waits a random
-// duration in [0, min(Max, Initial*2^(n-1))]. Zero fields take the defaults, 1s and 1h.
+// Backoff bounds the exponential retry delay: the n-th retry waits a random duration between b
+// and 1.5 x b, where b = min(Max, Initial x 2^(n-1)), and never longer than Max. So no retry
+// comes sooner than Initial, waits grow, and instances that failed together spread out. Zero
+// fields take the defaults, 1s and 1h; Max may be at most 100 years.
 type Backoff struct {
 	Initial, Max time.Duration
 }

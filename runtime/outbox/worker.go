@@ -74,15 +74,24 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	// The default Reporter already writes each incident as an error line on Logger.
 	logIncidents := cfg.Reporter != nil
 	cfg = cfg.withDefaults()
+	r = r.snapshot()
 	types := r.EventTypes()
 	for _, t := range types {
-		if p, _ := r.Policy(t); p.Timeout >= cfg.StaleAfter {
+		rt, _ := r.lookup(t)
+		p := rt.policy
+		if err := validatePolicy(t, rt.given, p); err != nil {
+			return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+		}
+		if p.Timeout >= cfg.StaleAfter {
 			return nil, fmt.Errorf("outbox: NewWorker: event %q: timeout %s is not shorter than Config.StaleAfter %s (a slow handler would be reclaimed and run twice)", t, p.Timeout, cfg.StaleAfter)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := checkClock(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
+	if err := checkBinlog(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
 	w := &Worker{
