@@ -84,7 +84,10 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: MessageClaimMark :execrows
 -- The claim's last statement, same transaction: the lease (reclaim_after) lives on the row.
-UPDATE outbox_messages
+-- FORCE INDEX (PRIMARY), as in the result writes: without it a server may choose a range scan of
+-- the claim index by its status prefix, which locks (and waits for) rows that other claims hold
+-- (seen on MariaDB 11.8: a claim waited on rows an open claim held).
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status        = 'PROCESSING',
     attempts      = attempts + 1,
     claimed_at    = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),

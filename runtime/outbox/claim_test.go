@@ -272,3 +272,46 @@ func TestClaimWindowsAdvancePastTiedDueTimes(t *testing.T) {
 		t.Fatalf("the third claim fell back to the index scan %d times; its second window should have had free rows", n)
 	}
 }
+
+// The claim's marking UPDATE locks only the rows this claim holds: another transaction holding
+// other PENDING rows (a claim left open, an operator's SELECT ... FOR UPDATE) must not make it
+// wait. With a 1 s lock wait, a mark that scanned the claim index by status fails with 1205.
+func TestClaimMarkLocksOnlyItsRows(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("mark", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	ids := enqueueN(t, db.DB, "mark", 400)
+	held, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	// Hold every other row, so that the rows the claim takes sit between held ones in every index.
+	for i := 0; i < len(ids); i += 2 {
+		if _, err := held.Exec("SELECT id FROM outbox_messages WHERE id = ? FOR UPDATE", int64(ids[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := sql.Open("mysql", db.DSN+"&innodb_lock_wait_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	w := newTestWorker(t, pool, r, Config{})
+	for range 3 {
+		got, _, err := w.claim(ctx, 50, claimPos{})
+		if err != nil {
+			t.Fatalf("claim beside a transaction holding other rows: %v", err)
+		}
+		if len(got) != 50 {
+			t.Fatalf("claimed %d rows, want 50", len(got))
+		}
+		for _, m := range got {
+			if (int64(m.id)-int64(ids[0]))%2 == 0 {
+				t.Fatalf("claimed row %d, which the other transaction holds", m.id)
+			}
+		}
+	}
+}

@@ -9,26 +9,24 @@ import (
 	"context"
 )
 
-const inboxRecord = `-- name: InboxRecord :execrows
+const inboxInsert = `-- name: InboxInsert :exec
 
 INSERT INTO outbox_inbox (consumer, idem_key, processed_at)
 VALUES (?, ?, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-ON DUPLICATE KEY UPDATE consumer = consumer
 `
 
-type InboxRecordParams struct {
+type InboxInsertParams struct {
 	Consumer string
 	IdemKey  string
 }
 
 // outbox_inbox: handler-side deduplication (outbox.Once).
-// 1 row affected = first time; 0 = seen before (clientFoundRows is off, and the no-op update
-// changes nothing). ON DUPLICATE rather than INSERT IGNORE, which would also hide real errors
-// such as truncation.
-func (q *Queries) InboxRecord(ctx context.Context, db DBTX, arg InboxRecordParams) (int64, error) {
-	result, err := db.ExecContext(ctx, inboxRecord, arg.Consumer, arg.IdemKey)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
+// A plain INSERT: a duplicate (consumer, idem_key) fails with error 1062, which Once reads as
+// "seen before". The duplicate-key error rolls back this statement only, never the caller's
+// transaction (InnoDB). Not ON DUPLICATE KEY UPDATE with RowsAffected: its 0-or-1 depends on
+// the DSN's clientFoundRows, which reports 1 for a row found as well as for a row inserted. Not
+// INSERT IGNORE, which would also hide real errors such as truncation.
+func (q *Queries) InboxInsert(ctx context.Context, db DBTX, arg InboxInsertParams) error {
+	_, err := db.ExecContext(ctx, inboxInsert, arg.Consumer, arg.IdemKey)
+	return err
 }

@@ -201,7 +201,7 @@ func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageC
 }
 
 const messageClaimMark = `-- name: MessageClaimMark :execrows
-UPDATE outbox_messages
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status        = 'PROCESSING',
     attempts      = attempts + 1,
     claimed_at    = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
@@ -218,6 +218,9 @@ type MessageClaimMarkParams struct {
 }
 
 // The claim's last statement, same transaction: the lease (reclaim_after) lives on the row.
+// FORCE INDEX (PRIMARY), as in the result writes: without it a server may choose a range scan of
+// the claim index by its status prefix, which locks (and waits for) rows that other claims hold
+// (seen on MariaDB 11.8: a claim waited on rows an open claim held).
 func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClaimMarkParams) (int64, error) {
 	query := messageClaimMark
 	var queryParams []interface{}
