@@ -85,7 +85,8 @@ func WithInstance(name string) Option { return func(l *Locker) { l.instance = na
 // New returns a Locker on db. Each held lock pins one connection of db's pool for its whole
 // life, and the critical section (and a job's run ledger) uses others, so a pool limited to one
 // connection (SetMaxOpenConns(1)) deadlocks. The DSN's readTimeout, if set, must exceed the
-// longest wait given to Do, or the driver kills the connection in the middle of GET_LOCK.
+// longest wait given to Do (rounded down to whole seconds: GET_LOCK waits no longer in one
+// call), or the driver kills the connection in the middle of GET_LOCK.
 func New(db *sql.DB, opts ...Option) *Locker {
 	l := &Locker{
 		db:             db,
@@ -129,9 +130,12 @@ func (l *Locker) TryDo(ctx context.Context, name string, fn func(ctx context.Con
 	return l.do(ctx, name, 0, fn)
 }
 
-// Do is TryDo waiting up to wait for the lock (MariaDB honours fractions of a second; MySQL
-// documents whole seconds). ran=false with a nil error means the wait ran out. Cancelling ctx
-// during the wait abandons it (the driver closes that connection, so nothing stays queued).
+// Do is TryDo waiting up to wait for the lock; ran=false with a nil error means the wait ran
+// out. Fractions of a second are honoured on every server: GET_LOCK itself waits the whole
+// seconds (MySQL rounds a fractional timeout), and the rest is polled with GET_LOCK(name, 0)
+// on the same connection every 5 to 50ms, so the lock may be taken up to 50ms after it was
+// freed in that part of the wait. Cancelling ctx abandons the wait (during GET_LOCK the driver
+// closes that connection, so nothing stays queued on the server).
 func (l *Locker) Do(ctx context.Context, name string, wait time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
 	if wait < 0 {
 		// MariaDB answers a negative timeout with NULL, MySQL waits forever: refuse both.
@@ -188,38 +192,74 @@ type held struct {
 	lost error
 }
 
-// acquire returns nil, nil when the lock is held elsewhere.
+// Polling a lock for the part of a wait that is not a whole second: the pause between
+// GET_LOCK(name, 0) calls starts short, so a lock freed soon is taken soon, and doubles up to
+// pollMax, so a long poll costs at most a few queries a second.
+const (
+	pollMin = 5 * time.Millisecond
+	pollMax = 50 * time.Millisecond
+)
+
+// acquire returns nil, nil when the lock is held elsewhere until wait has passed.
+//
+// GET_LOCK is given whole seconds only: MySQL rounds its timeout (measured on 9.7: 0.4 returns
+// 0 at once, 1.6 waits 2 s), so a fractional timeout would wait too little or too long. Whatever
+// is left after the whole seconds is polled with GET_LOCK(name, 0), on the same connection
+// (a named lock belongs to the session that took it).
 func (l *Locker) acquire(ctx context.Context, name string, wait time.Duration) (*held, error) {
 	c, err := l.openConn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mysqllock: lock %q: get a connection: %w", name, err)
 	}
-	// Through sqlc like all SQL, wrapped so that NULL arrives as -1 and sqlc generates int64
-	// instead of its (wrong) bool: queries/locks.sql says why. Only exactly 1 is "acquired"; a
-	// text "0" from an old driver converts to 0, never to "truthy".
-	r, err := l.q.LockAcquire(ctx, c, store.LockAcquireParams{Name: name, TimeoutMs: wait.Milliseconds()})
-	if err != nil {
-		err = fmt.Errorf("mysqllock: GET_LOCK(%q): %w", name, err)
-		if ctx.Err() == nil {
-			// The caller's own cancellation is not an incident; anything else is.
-			l.report(ctx, incident.AcquireFailed, name, 0, err)
+	deadline := time.Now().Add(wait)
+	pause := pollMin
+	for {
+		secs := int64(time.Until(deadline) / time.Second)
+		if secs < 0 {
+			secs = 0
 		}
-		// The reply was lost, so the session may hold the lock after all: end it.
-		return nil, errors.Join(err, l.destroy(ctx, c, name, 0))
-	}
-	switch r.Acquired {
-	case 1:
-		return &held{l: l, name: name, conn: c, connID: r.ConnID}, nil
-	case 0:
-		return nil, l.giveBack(ctx, c, name, r.ConnID)
-	default:
-		what := "NULL (the server failed the call: KILL QUERY, an error)"
-		if r.Acquired != -1 {
-			what = strconv.FormatInt(r.Acquired, 10)
+		// Through sqlc like all SQL, wrapped so that NULL arrives as -1 and sqlc generates int64
+		// instead of its (wrong) bool: queries/locks.sql says why. Only exactly 1 is "acquired";
+		// a text "0" from an old driver converts to 0, never to "truthy".
+		r, err := l.q.LockAcquire(ctx, c, store.LockAcquireParams{Name: name, WaitSeconds: secs})
+		if err != nil {
+			err = fmt.Errorf("mysqllock: GET_LOCK(%q): %w", name, err)
+			if ctx.Err() == nil {
+				// The caller's own cancellation is not an incident; anything else is.
+				l.report(ctx, incident.AcquireFailed, name, 0, err)
+			}
+			// The reply was lost, so the session may hold the lock after all: end it.
+			return nil, errors.Join(err, l.destroy(ctx, c, name, 0))
 		}
-		err := fmt.Errorf("mysqllock: GET_LOCK(%q) on connection %d returned %s: not acquired", name, r.ConnID, what)
-		l.report(ctx, incident.AcquireFailed, name, r.ConnID, err)
-		return nil, errors.Join(err, l.giveBack(ctx, c, name, r.ConnID))
+		switch r.Acquired {
+		case 1:
+			return &held{l: l, name: name, conn: c, connID: r.ConnID}, nil
+		case 0:
+		default:
+			what := "NULL (the server failed the call: KILL QUERY, an error)"
+			if r.Acquired != -1 {
+				what = strconv.FormatInt(r.Acquired, 10)
+			}
+			err := fmt.Errorf("mysqllock: GET_LOCK(%q) on connection %d returned %s: not acquired", name, r.ConnID, what)
+			l.report(ctx, incident.AcquireFailed, name, r.ConnID, err)
+			return nil, errors.Join(err, l.giveBack(ctx, c, name, r.ConnID))
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, l.giveBack(ctx, c, name, r.ConnID)
+		}
+		// The last call happens at the deadline, not before it: the caller asked for the
+		// whole wait.
+		t := time.NewTimer(min(pause, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			// Between two calls the session holds nothing: it can go back to the pool.
+			return nil, join(fmt.Errorf("mysqllock: waiting for lock %q: %w", name, ctx.Err()),
+				l.giveBack(ctx, c, name, r.ConnID))
+		case <-t.C:
+		}
+		pause = min(2*pause, pollMax)
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 
 const lockAcquire = `-- name: LockAcquire :one
 
-SELECT CAST(COALESCE(GET_LOCK(?, CAST(? AS SIGNED) / 1000), -1) AS SIGNED) AS acquired,
+SELECT CAST(COALESCE(GET_LOCK(?, CAST(? AS SIGNED)), -1) AS SIGNED) AS acquired,
        CAST(CONNECTION_ID() AS SIGNED) AS conn_id
 `
 
 type LockAcquireParams struct {
-	Name      string
-	TimeoutMs int64
+	Name        string
+	WaitSeconds int64
 }
 
 type LockAcquireRow struct {
@@ -35,12 +35,13 @@ type LockAcquireRow struct {
 // int64, NULL arrives as -1, and a driver that sends the text "0" (go-sql-driver v1.7.1 did)
 // is converted by database/sql to the integer 0, never read as "truthy". Callers treat
 // anything but exactly 1 as "not acquired" / "not released".
-// GET_LOCK waits up to timeout_ms/1000 seconds (MariaDB honours fractions; MySQL documents
-// whole seconds). 1 = acquired, 0 = held by another session (or the wait timed out),
-// -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
+// GET_LOCK waits up to wait_seconds, a whole number: MySQL rounds a fractional timeout (0.4
+// is no wait at all, 1.6 waits 2 s), so the Go side waits whole seconds here and polls the
+// rest with wait_seconds = 0. 1 = acquired, 0 = held by another session (or the wait timed
+// out), -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
 // conn_id is the session, read in the same round trip, for incidents and the watchdog.
 func (q *Queries) LockAcquire(ctx context.Context, db DBTX, arg LockAcquireParams) (LockAcquireRow, error) {
-	row := db.QueryRowContext(ctx, lockAcquire, arg.Name, arg.TimeoutMs)
+	row := db.QueryRowContext(ctx, lockAcquire, arg.Name, arg.WaitSeconds)
 	var i LockAcquireRow
 	err := row.Scan(&i.Acquired, &i.ConnID)
 	return i, err
