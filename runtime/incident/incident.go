@@ -26,6 +26,14 @@ const (
 	Stuck Kind = "stuck"
 	// HandlerHung: a handler outlived its timeout and ignores its context; it keeps its slot.
 	HandlerHung Kind = "handler_hung"
+	// JobPanicked: a mysqllock Job's Run panicked. It was recovered and the run counts as
+	// failed (not recorded in the run ledger; the lock released; the next tick runs). Subject
+	// is the job's Name; Err carries the panic value and the stack.
+	JobPanicked Kind = "job_panicked"
+	// JobNotRecorded: a mysqllock Job ran with OncePerPeriod, but its run could not be written
+	// to the run ledger, so another instance may run the same period again. Subject is the
+	// job's Name; Err is the cause.
+	JobNotRecorded Kind = "job_not_recorded"
 )
 
 // Incident is one report.

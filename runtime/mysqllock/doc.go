@@ -46,7 +46,8 @@
 // Locker.RunJob combines the first two, and with Job.OncePerPeriod adds a run ledger
 // (outbox_job_runs, PRIMARY KEY (job, period_start)) so a daily job runs once per day even when
 // instances take turns: the instance that gets the lock second finds the period recorded and
-// skips it.
+// skips it. A panic in a job's Run is recovered and treated as a failed run (reported as an
+// incident, not recorded, the lock released); the schedule goes on.
 //
 // The question to ask for any new batch job: if two instances run this at once, what is
 // duplicated, and can the database prevent it? If a row lock, a UNIQUE index or an idempotency

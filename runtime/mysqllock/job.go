@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/outboxgen/outboxgen/runtime/incident"
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
@@ -18,7 +20,8 @@ import (
 // it at once, what would be duplicated, and can the database prevent that instead?
 type Job struct {
 	// Name identifies the job across instances and versions: the lock is "job:"+Name (through
-	// ServerName) and the ledger row is keyed by Name. At most 191 bytes.
+	// ServerName) and the ledger row is keyed by Name. 1 to 764 bytes (MaxJobName), the width of
+	// outbox_job_runs.job; RunJob refuses a longer name at once.
 	Name string
 	// Schedule says when it runs: Every(d) or Daily(hour, minute, loc).
 	Schedule Schedule
@@ -28,6 +31,8 @@ type Job struct {
 	OncePerPeriod bool
 	// Run does the work. Its context is cancelled when RunJob's context is done or the lock is
 	// lost (context.Cause wraps ErrLockLost). An error is logged and counted; the next tick runs.
+	// A panic is recovered and treated as an error (not recorded in the ledger, the lock
+	// released, the next tick runs), and also reported as an incident.JobPanicked.
 	Run func(ctx context.Context) error
 }
 
@@ -100,10 +105,20 @@ func (s Schedule) String() string {
 	return fmt.Sprintf("every %v", s.every)
 }
 
+// Widths of the run ledger's columns (queries/schema.sql), checked by RunJob before the first
+// tick so that a name that does not fit fails at start instead of at every ledger write.
+const (
+	// MaxJobName is the longest Job.Name in bytes: outbox_job_runs.job is VARBINARY(764).
+	MaxJobName = 764
+	// MaxInstance is the longest WithInstance name in characters: outbox_job_runs.instance is
+	// VARCHAR(191) in utf8mb4.
+	MaxInstance = 191
+)
+
 // JobStats counts what RunJob did with a job's ticks in this process.
 type JobStats struct {
-	// Runs counts calls of Job.Run; Failed counts ticks that ended in an error (Run's, the lock's
-	// or the ledger's).
+	// Runs counts calls of Job.Run; Failed counts ticks that ended in an error (Run's or its
+	// panic, the lock's or the ledger's).
 	Runs, Failed int64
 	// SkippedRunning counts ticks that arrived while the previous run in this process still went.
 	SkippedRunning int64
@@ -139,7 +154,8 @@ func (l *Locker) JobStats(name string) JobStats {
 }
 
 // RunJob runs j on its schedule until ctx is done, then waits for a run in progress (whose
-// context is cancelled) and returns nil. It returns an error at once only for an invalid Job.
+// context is cancelled) and returns nil. It returns an error at once only for an invalid Job
+// (see Job's fields) or an instance name (WithInstance) that the ledger cannot store.
 //
 // Each tick passes three gates: the running flag (a tick arriving while this process's previous
 // run of j still goes is skipped, counted in SkippedRunning and logged; RunJob calls for the same
@@ -147,9 +163,19 @@ func (l *Locker) JobStats(name string) JobStats {
 // elsewhere: skipped, SkippedHeld), and with OncePerPeriod the ledger, read under the lock
 // (period recorded: skipped, SkippedDone) and written under the lock after Run succeeds. Ticks
 // missed while no instance ran are not made up.
+//
+// A tick that fails is logged and counted in Failed. Two failures are also reported to the
+// Reporter, because a log line alone would let them go unnoticed: a panic in Run
+// (incident.JobPanicked) and a run that succeeded but could not be recorded in the ledger
+// (incident.JobNotRecorded: another instance may run the same period again; if another
+// instance had recorded the period meanwhile, incident.LockLost).
 func (l *Locker) RunJob(ctx context.Context, j Job) error {
-	if j.Name == "" || len(j.Name) > 191 {
-		return fmt.Errorf("mysqllock: job name must be 1..191 bytes, got %d", len(j.Name))
+	if j.Name == "" || len(j.Name) > MaxJobName {
+		return fmt.Errorf("mysqllock: job name must be 1..%d bytes (outbox_job_runs.job is VARBINARY(%d)), got %d",
+			MaxJobName, MaxJobName, len(j.Name))
+	}
+	if l.instanceErr != nil {
+		return fmt.Errorf("mysqllock: job %q: %w", j.Name, l.instanceErr)
 	}
 	if j.Run == nil {
 		return fmt.Errorf("mysqllock: job %q: nil Run", j.Name)
@@ -206,7 +232,7 @@ func (l *Locker) runTick(ctx context.Context, j Job, st *jobState, tick time.Tim
 			started = r.Now
 		}
 		st.runs.Add(1)
-		if err := j.Run(ctx); err != nil {
+		if err := l.callRun(ctx, j); err != nil {
 			return err
 		}
 		if !j.OncePerPeriod {
@@ -219,15 +245,19 @@ func (l *Locker) runTick(ctx context.Context, j Job, st *jobState, tick time.Tim
 		err := l.q.JobRunInsert(wctx, l.db, store.JobRunInsertParams{
 			Job: j.Name, PeriodStart: period, Instance: l.instance, StartedAt: started,
 		})
+		// Neither failure may end as a log line only: the work is done, and the ledger does not
+		// say so (or another instance did the same period).
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1062 {
-			return fmt.Errorf("%w: job %q ran twice for period %s (another instance recorded it meanwhile)",
+			err = fmt.Errorf("%w: job %q ran twice for period %s (another instance recorded it meanwhile)",
 				ErrLockLost, j.Name, period.Format(time.RFC3339))
+			l.report(ctx, incident.LockLost, ServerName("job:"+j.Name), 0, err)
+		} else if err != nil {
+			err = fmt.Errorf("mysqllock: job %q ran, but the run ledger could not record period %s (another instance may run the period again): %w",
+				j.Name, period.Format(time.RFC3339), err)
+			l.reporter.Report(context.WithoutCancel(ctx), incident.Incident{Kind: incident.JobNotRecorded, Subject: j.Name, Err: err})
 		}
-		if err != nil {
-			return fmt.Errorf("record the run in the ledger: %w", err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
@@ -237,4 +267,23 @@ func (l *Locker) runTick(ctx context.Context, j Job, st *jobState, tick time.Tim
 		l.logger.InfoContext(ctx, "mysqllock: job skipped: another instance holds its lock", "job", j.Name, "tick", tick)
 	}
 	return nil
+}
+
+// callRun calls j.Run, turning a panic into an error so that the tick ends like a failed run:
+// the lock is released through the ordinary path, the ledger is not written, and the process
+// (this runs in RunJob's tick goroutine, where a panic would end it) goes on to the next tick.
+func (l *Locker) callRun(ctx context.Context, j Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var cause error
+			if pe, ok := p.(error); ok {
+				cause = fmt.Errorf("mysqllock: job %q panicked: %w\n%s", j.Name, pe, debug.Stack())
+			} else {
+				cause = fmt.Errorf("mysqllock: job %q panicked: %v\n%s", j.Name, p, debug.Stack())
+			}
+			l.reporter.Report(context.WithoutCancel(ctx), incident.Incident{Kind: incident.JobPanicked, Subject: j.Name, Err: cause})
+			err = cause
+		}
+	}()
+	return j.Run(ctx)
 }

@@ -81,7 +81,7 @@ func TestRunJobRejectsInvalidJobs(t *testing.T) {
 	ok := func(context.Context) error { return nil }
 	for _, j := range []Job{
 		{Name: "", Schedule: Every(time.Second), Run: ok},
-		{Name: string(make([]byte, 192)), Schedule: Every(time.Second), Run: ok},
+		{Name: string(make([]byte, MaxJobName+1)), Schedule: Every(time.Second), Run: ok},
 		{Name: "x", Schedule: Every(time.Second)},
 		{Name: "x", Run: ok},
 	} {

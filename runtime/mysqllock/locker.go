@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/incident"
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
@@ -32,6 +34,7 @@ type Locker struct {
 	watchdog       time.Duration
 	releaseTimeout time.Duration
 	instance       string
+	instanceErr    error // a WithInstance name the ledger cannot store; RunJob returns it
 
 	// openConn pins a connection. It returns *sql.Conn in production; tests swap in a wrapper
 	// for the two failures database/sql never produces (see lockConn).
@@ -59,7 +62,9 @@ type Option func(*Locker)
 // WithReporter sets where incidents go (lock lost, release failed, return failed, destroy failed,
 // acquire failed). Each carries the server-side lock name (ServerName(name)) as Subject, which
 // is what IS_USED_LOCK and the server's lock tables show, the session's CONNECTION_ID() when
-// known, and the cause. Defaults to incident.Slog(nil): one error-level line on slog.Default().
+// known, and the cause. RunJob also reports a job's panic (incident.JobPanicked) and a run the
+// ledger could not record (incident.JobNotRecorded), with the job's Name as Subject.
+// Defaults to incident.Slog(nil): one error-level line on slog.Default().
 func WithReporter(r incident.Reporter) Option { return func(l *Locker) { l.reporter = r } }
 
 // WithWatchdog sets how often the watchdog checks, while a critical section runs, that the lock
@@ -78,8 +83,11 @@ func WithReleaseTimeout(d time.Duration) Option {
 // the Reporter. Defaults to slog.Default().
 func WithLogger(lg *slog.Logger) Option { return func(l *Locker) { l.logger = lg } }
 
-// WithInstance names this process in the job run ledger (outbox_job_runs.instance).
-// Defaults to "<hostname>:<pid>".
+// WithInstance names this process in the job run ledger (outbox_job_runs.instance): valid
+// UTF-8 of at most 191 characters (MaxInstance), the column's width. A longer or invalid name
+// is not shortened behind your back: every RunJob of the Locker returns an error naming this
+// option at once, before its first tick. Defaults to "<hostname>:<pid>", with the hostname
+// shortened (on a character boundary) if that would not fit.
 func WithInstance(name string) Option { return func(l *Locker) { l.instance = name } }
 
 // New returns a Locker on db. Each held lock pins one connection of db's pool for its whole
@@ -114,9 +122,29 @@ func New(db *sql.DB, opts ...Option) *Locker {
 		if err != nil {
 			host = "unknown-host" // the name is informational; the ledger's key is (job, period).
 		}
-		l.instance = host + ":" + strconv.Itoa(os.Getpid())
+		l.instance = defaultInstance(host, os.Getpid())
+	} else if n := utf8.RuneCountInString(l.instance); n > MaxInstance || !utf8.ValidString(l.instance) {
+		// New cannot fail, so RunJob reports it: a ledger write would fail on it every time.
+		l.instanceErr = fmt.Errorf("WithInstance(%.40q): the name must be valid UTF-8 of at most %d characters (outbox_job_runs.instance is VARCHAR(%d)), got %d bytes, %d characters",
+			l.instance, MaxInstance, MaxInstance, len(l.instance), n)
 	}
 	return l
+}
+
+// defaultInstance is "<host>:<pid>", the host cut on a character boundary so that the whole fits
+// in outbox_job_runs.instance and the pid, which tells two processes of one host apart, stays.
+func defaultInstance(host string, pid int) string {
+	suffix := ":" + strconv.Itoa(pid)
+	host = strings.ToValidUTF8(host, "?")
+	room := MaxInstance - len(suffix)
+	for i := range host {
+		if room == 0 {
+			host = host[:i]
+			break
+		}
+		room--
+	}
+	return host + suffix
 }
 
 // TryDo runs fn while holding the named lock, if it is free right now (GET_LOCK with a zero
