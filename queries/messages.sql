@@ -116,6 +116,19 @@ WHERE id = sqlc.arg(id)
   AND status = 'PROCESSING'
   AND claim_token = sqlc.arg(claim_token);
 
+-- name: MessageGiveBack :execrows
+-- Fenced: a claimed row whose handler never ran (a prefetched row that waited too long for a
+-- slot, or the worker shut down first), or was cut off by the shutdown deadline, goes back to
+-- PENDING, due at once, and gets its claim's attempt back: it was not a real attempt. last_error
+-- keeps the previous real failure.
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
+SET status          = 'PENDING',
+    attempts        = GREATEST(attempts, 1) - 1,
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+WHERE id = sqlc.arg(id)
+  AND status = 'PROCESSING'
+  AND claim_token = sqlc.arg(claim_token);
+
 -- name: MessageMarkFailed :execrows
 -- Fenced: permanent error, attempts exhausted or undecodable payload.
 UPDATE outbox_messages FORCE INDEX (PRIMARY)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -76,12 +77,12 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m cla
 	return w.handle(hctx, m), true
 }
 
-// giveBack is the result for a claimed row whose handler was never called.
+// giveBack is the result for a claimed row whose handler never ran, or was cut off by the
+// shutdown deadline: PENDING again, due at once, with the claim's attempt given back.
 func (w *Worker) giveBack(m claimed, why string) result {
-	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back unhandled",
+	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back",
 		slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("reason", why))
-	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried,
-		lastError: "not handled: " + why, started: time.Now()}
+	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried, givenBack: true, started: time.Now()}
 }
 
 // result is one handler outcome waiting to be written.
@@ -92,6 +93,7 @@ type result struct {
 	outcome   Outcome
 	delay     time.Duration // retried: until the next attempt
 	lastError string        // retried and failed
+	givenBack bool          // retried without spending an attempt (see giveBack)
 	started   time.Time     // when the handler was called
 }
 
@@ -128,6 +130,13 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 
 	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start}
 	switch {
+	case err != nil && hctx.Err() != nil:
+		// The shutdown deadline cancelled it: not the message's fault, so not an attempt (on
+		// the last attempt it would otherwise go FAILED with "context canceled").
+		res = w.giveBack(m, fmt.Sprintf("the worker shut down while the handler ran (%v)", err))
+		res.started = start
+		w.cfg.Observer.Handled(m.eventType, res.outcome, took)
+		return res
 	case err == nil:
 		// Also after the deadline: the work is done; the fence decides whether the write lands.
 		res.outcome = OutcomeSent
@@ -193,15 +202,23 @@ func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
 	return min(base+time.Duration(w.jitter(int64(base/2))), b.Max)
 }
 
+// truncate makes s fit a utf8mb4 text column: invalid UTF-8 (a binary or Latin-1 body quoted
+// in a handler's error) becomes U+FFFD, which every sql_mode accepts (raw, it is error 1300 and
+// failed the whole result batch), and a long s is cut at a character boundary to at most n bytes.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	const mark = " …(truncated)"
 	if len(s) <= n {
 		return s
 	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
+	s = s[:n-len(mark)]
+	for len(s) > 0 { // drop the bytes of a character the cut split
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
 		s = s[:len(s)-1]
 	}
-	return s + " …(truncated)"
+	return s + mark
 }
 
 // reportAbandoned reports the handlers still running after the shutdown deadline.

@@ -237,7 +237,8 @@ func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
 }
 
 // A prefetched row that waited so long for a slot that its handler could outlive the lease is
-// given back unhandled (PENDING, due now) rather than run where a reclaim could run it twice.
+// given back unhandled (PENDING, due now) rather than run where a reclaim could run it twice,
+// and gets its claim's attempt back: its first real delivery says Attempt 1.
 func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
@@ -252,7 +253,8 @@ func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 		return nil
 	})
 	in := &incidents{}
-	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, BatchSize: 20, StaleAfter: time.Second, Reporter: in})
+	logs := &logRecords{}
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, BatchSize: 20, StaleAfter: time.Second, Reporter: in, Logger: slog.New(logs)})
 	start(t, w)
 	// Teach the worker that handlers are fast, so the next claim prefetches.
 	warm := enqueueN(t, db.DB, "giveback", 30)
@@ -261,17 +263,56 @@ func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 	ids := enqueueN(t, db.DB, "giveback", 6)
 	w.Wake()
 	waitFor(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
-	gaveBack := 0
 	for _, id := range ids {
 		if n := c.of(id); n != 1 {
 			t.Fatalf("message %d handled %d times, want exactly 1", id, n)
 		}
-		if row := getRow(t, db, id); row.Attempts == 2 && strings.Contains(row.LastError.String, "not handled") {
-			gaveBack++
+		if row := getRow(t, db, id); row.Attempts != 1 {
+			t.Errorf("message %d: attempts %d after one delivery, want 1 (a give-back is not an attempt)", id, row.Attempts)
 		}
 	}
-	if gaveBack == 0 {
+	c.mu.Lock()
+	for _, d := range c.deliveries {
+		if d.Attempt != 1 {
+			t.Errorf("message %d delivered as attempt %d, want 1", d.MessageID, d.Attempt)
+		}
+	}
+	c.mu.Unlock()
+	if _, ok := logs.find("outbox message given back"); !ok {
 		t.Fatalf("no prefetched row was given back while the only slot was held 900ms past a 1s lease")
+	}
+}
+
+// With max_attempts 2, a row given back and then failing once is retried, not FAILED.
+func TestGiveBackKeepsTheAttemptBudget(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	id, err := Enqueue(ctx, db, Message{EventType: "budget", Payload: json.RawMessage(`{}`), MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRouter()
+	r.Handle("budget", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return errors.New("first failure") })
+	w := newTestWorker(t, db.DB, r, Config{})
+	got, _, err := w.claim(ctx, 1, claimPos{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %d rows, %v", len(got), err)
+	}
+	if _, refused := w.writeResults(ctx, []result{w.giveBack(got[0], "test")}); refused != 0 {
+		t.Fatalf("give-back refused")
+	}
+	row := getRow(t, db, id)
+	if row.Status != "PENDING" || row.Attempts != 0 || row.NextAttemptAt.After(dbNow(t, db)) {
+		t.Fatalf("after give-back: %s, attempts %d, due %v; want PENDING, 0, due now", row.Status, row.Attempts, row.NextAttemptAt)
+	}
+	got, _, err = w.claim(ctx, 1, claimPos{})
+	if err != nil || len(got) != 1 || got[0].attempt != 1 {
+		t.Fatalf("claim after give-back: %+v, %v; want attempt 1", got, err)
+	}
+	w.writeResults(ctx, []result{w.handle(ctx, got[0])})
+	if row := getRow(t, db, id); row.Status != "PENDING" || row.Attempts != 1 {
+		t.Errorf("after the first real failure with max_attempts 2: %s, attempts %d; want PENDING, 1", row.Status, row.Attempts)
 	}
 }
 

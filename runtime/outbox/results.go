@@ -127,28 +127,60 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 	var err error
 	pause := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		written, refused, err = w.writeResultsTx(wctx, batch)
-		cancel()
+		if try == 1 {
+			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+			written, refused, err = w.writeResultsTx(wctx, batch)
+			cancel()
+		} else {
+			// After a failure, one row at a time: a write that this one row makes fail (a
+			// value its column refuses) must not take the other rows' results with it, and the
+			// rows written stay written while the rest are tried again.
+			var n, r int
+			n, r, batch, err = w.writeEach(ctx, batch)
+			written, refused = written+n, refused+r
+		}
 		if err == nil {
 			if try > 1 {
 				w.log.LogAttrs(ctx, slog.LevelInfo, "outbox result write succeeded after retries",
-					slog.Int("results", len(batch)), slog.Int("try", try))
+					slog.Int("results", written+refused), slog.Int("try", try))
 			}
 			return written, refused
 		}
-		if time.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
+		if ctx.Err() != nil || time.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
 			break
 		}
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",
 			slog.Int("results", len(batch)), slog.Int("try", try), slog.Duration("retry_in", pause), slog.String("error", err.Error()))
-		time.Sleep(pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+		}
 		pause = min(pause*2, 2*time.Second)
 	}
 	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
 	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",
 		slog.Int("results", len(batch)), slog.String("error", err.Error()))
-	return 0, 0
+	return written, refused
+}
+
+// writeEach writes each result in a statement of its own and returns the results whose write
+// failed, with the last error.
+func (w *Worker) writeEach(ctx context.Context, batch []result) (written, refused int, failed []result, err error) {
+	for _, r := range batch {
+		if ctx.Err() != nil {
+			return written, refused, append(failed, r), ctx.Err()
+		}
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		n, ref, werr := w.writeResultsTx(wctx, []result{r})
+		cancel()
+		if werr != nil {
+			err = werr
+			failed = append(failed, r)
+			continue
+		}
+		written, refused = written+n, refused+ref
+	}
+	return written, refused, failed, err
 }
 
 func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, refused int, err error) {
@@ -219,6 +251,10 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		case OutcomeSent:
 			continue
 		case OutcomeRetried:
+			if r.givenBack {
+				n, err = q.MessageGiveBack(ctx, db, store.MessageGiveBackParams{ID: int64(r.id), ClaimToken: tok})
+				break
+			}
 			n, err = q.MessageMarkRetry(ctx, db, store.MessageMarkRetryParams{DelayUs: r.delay.Microseconds(), LastError: msg, ID: int64(r.id), ClaimToken: tok})
 		case OutcomeFailed:
 			n, err = q.MessageMarkFailed(ctx, db, store.MessageMarkFailedParams{LastError: msg, ID: int64(r.id), ClaimToken: tok})

@@ -146,7 +146,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	// deadline cancels them; result writes must survive it too.
 	hctx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	wctx := context.WithoutCancel(ctx)
+	// Cancelled only when the shutdown deadline has passed and results are still being written
+	// (a database that does not answer): Run must return by then; the rows are reclaimed later.
+	wctx, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWrites()
 
 	sink := newResultSink()
 	w.mu.Lock()
@@ -181,6 +184,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.dispatch.Wait()
 		close(done)
 	}()
+	stopBy := time.Now().Add(w.cfg.ShutdownTimeout)
 	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
 	defer deadline.Stop()
 	select {
@@ -194,7 +198,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	sink.close()
-	<-flushDone
+	// The last results get what is left of ShutdownTimeout (and at least shutdownGrace); past
+	// it, writes are cancelled, so an unreachable database cannot hold Run for minutes.
+	select {
+	case <-flushDone:
+	case <-time.After(max(time.Until(stopBy), shutdownGrace)):
+		stopWrites()
+		<-flushDone
+	}
 	w.log.LogAttrs(wctx, slog.LevelInfo, "outbox worker stopped")
 	return nil
 }

@@ -506,6 +506,33 @@ func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (OutboxMess
 	return i, err
 }
 
+const messageGiveBack = `-- name: MessageGiveBack :execrows
+UPDATE outbox_messages FORCE INDEX (PRIMARY)
+SET status          = 'PENDING',
+    attempts        = GREATEST(attempts, 1) - 1,
+    next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+WHERE id = ?
+  AND status = 'PROCESSING'
+  AND claim_token = ?
+`
+
+type MessageGiveBackParams struct {
+	ID         int64
+	ClaimToken sql.NullString
+}
+
+// Fenced: a claimed row whose handler never ran (a prefetched row that waited too long for a
+// slot, or the worker shut down first), or was cut off by the shutdown deadline, goes back to
+// PENDING, due at once, and gets its claim's attempt back: it was not a real attempt. last_error
+// keeps the previous real failure.
+func (q *Queries) MessageGiveBack(ctx context.Context, db DBTX, arg MessageGiveBackParams) (int64, error) {
+	result, err := db.ExecContext(ctx, messageGiveBack, arg.ID, arg.ClaimToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const messageInsert = `-- name: MessageInsert :execlastid
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
