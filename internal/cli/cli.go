@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 
 	"github.com/outboxgen/outboxgen/gen"
-	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // Exit codes of the generator's subcommands (DESIGN.md): 1 = invalid catalog or stale output,
@@ -34,7 +33,7 @@ Generator:
   generate [-f events.yaml]   write the Go file the catalog's output: names
   check    [-f events.yaml]   validate the catalog; write nothing
   diff     [-f events.yaml]   print a unified diff and exit 1 when the file on disk is stale
-  schema                      print the DDL (for goose, atlas, golang-migrate)
+  schema [--upgrade --dsn]    print the DDL, or what one database still needs (goose, atlas, ...)
   version                     print the version
 
 Operations (the database from --dsn or $OUTBOX_DSN):
@@ -67,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "generate", "check", "diff":
 		return runCatalog(cmd, rest, stdout, stderr)
 	case "schema":
-		return runSimple("schema", rest, stdout, stderr, func() { fmt.Fprint(stdout, outbox.Schema()) })
+		return runSchema(rest, stdout, stderr)
 	case "version":
 		return runSimple("version", rest, stdout, stderr, func() { fmt.Fprintf(stdout, "outboxgen %s\n", version()) })
 	case "status":

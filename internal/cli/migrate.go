@@ -11,10 +11,12 @@ import (
 
 const migrateHelp = `usage: outboxgen migrate [--dsn DSN]
 
-Applies the outbox schema (outbox.Migrate): creates the tables that are missing and leaves the
-others as they are, so running it twice is harmless, and it needs the CREATE privilege only
-while a table is missing. It fails, naming the table and its missing columns, when an existing
-table does not match the schema. It also checks the connection settings the runtime needs.
+Brings the outbox tables to the current schema version (outbox.Migrate): creates the tables that
+are missing, upgrades tables of an earlier version in place (outboxgen schema --upgrade prints
+those statements without running them), and checks the others' columns, types and collations,
+so running it twice is harmless. It needs the CREATE or ALTER privilege only while a table is
+missing or old. It fails, naming each table and column, when a table does not match the schema,
+and it checks the connection settings the runtime needs.
 `
 
 func runMigrate(args []string, stdout, stderr io.Writer) int {
@@ -31,6 +33,6 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	if err := outbox.Migrate(ctx, db); err != nil {
 		return c.closeDB(db, c.dbErr("migrate", err))
 	}
-	fmt.Fprintln(c.out, "outbox schema applied (tables that already existed were left as they were)")
+	fmt.Fprintf(c.out, "outbox schema applied: the tables are at schema version %d\n", outbox.SchemaVersion)
 	return c.closeDB(db, opsExitOK)
 }
