@@ -1,8 +1,9 @@
 //go:build reliability
 
 // Package reliability is the fault suite (issue 7): real worker processes (cmd/relworker)
-// against a MariaDB of its own, which it stops, restarts and kills. Run it with
-// scripts/reliability; it is build-tagged so `go test ./...` never runs it beside the other
+// against a server of its own (MariaDB 10.11, MariaDB 11.8 or MySQL 9.7: OUTBOX_REL_SERVER,
+// default mariadb-10.11), which it stops, restarts and kills. Run it with scripts/reliability
+// [--server KIND]; it is build-tagged so `go test ./...` never runs it beside the other
 // packages. OUTBOX_SOAK=1 runs the long variant.
 package reliability
 
@@ -79,14 +80,22 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "reliability:", err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err = server.New(ctx)
+	kind, err := server.KindFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reliability:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*kind.StartTimeout())
+	srv, err = server.New(ctx, kind)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reliability:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "reliability: own MariaDB on %s (datadir %s)\n", srv.Addr(), srv.Dir)
+	fmt.Fprintf(os.Stderr, "reliability: own server %s, pid %d (datadir %s)\n", srv, srv.Pid(), srv.Dir)
+	// Every report line says which server its result came from.
+	reportTag = fmt.Sprintf("[%s %s] ", srv.Kind, srv.Version)
+	report(fmt.Sprintf("server %s, datadir %s", srv, srv.Dir))
 	code := m.Run()
 	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "reliability: close server:", err)
@@ -624,10 +633,15 @@ func (e *env) check(allowDup bool, faults string) (ledger.Result, []ledger.Line,
 	return res, lines, rows
 }
 
-var reportMu sync.Mutex
+var (
+	reportMu  sync.Mutex
+	reportTag string // "[kind version] ", set by TestMain
+)
 
-// report appends a line to $OUTBOX_REL_REPORT (scripts/reliability prints it at the end).
+// report appends a line to $OUTBOX_REL_REPORT (scripts/reliability prints it at the end),
+// prefixed with the server it ran on.
 func report(line string) {
+	line = reportTag + line
 	path := os.Getenv("OUTBOX_REL_REPORT")
 	if path == "" {
 		return

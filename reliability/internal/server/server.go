@@ -1,8 +1,20 @@
-// Package server controls a throwaway MariaDB for the fault suite: install a datadir in a temp
-// directory, start mariadbd on it (the flags scripts/mariadb.sh uses), stop it cleanly, start it
-// again on the same datadir and port, kill -9 it, and KILL other sessions through an admin
-// connection. It never touches the shared dev server: every Server has its own directory,
+// Package server controls a throwaway database server for the fault suite: install a datadir in
+// a temp directory, start the server on it (the flags scripts/server.sh uses), stop it cleanly,
+// start it again on the same datadir and port, kill -9 it, and KILL other sessions through an
+// admin connection. It never touches another server: every Server has its own directory,
 // socket and port.
+//
+// Three kinds, as in scripts/server.sh: mariadb-10.11 (Debian 12's mariadbd, run here as user
+// mysql), and mariadb-11.8 and mysql-9.7 (Debian sid's packages, run as root chrooted into a sid
+// root that `sidroot_ensure` builds once per machine). A sid server runs as
+//
+//	unshare -m --propagation private sh -c 'mount -t proc proc ROOT/proc && exec chroot ROOT mysqld ...'
+//
+// unshare (no --fork), sh and chroot each exec the next, so the process started here IS the
+// server: Kill's SIGKILL reaches mysqld itself, and the private mount namespace (with its /proc
+// mount) goes away with it. Start checks that the pid in the server's pid file is that process.
+// The datadir lives inside ROOT/tmp, so its path inside the root is the host path without the
+// ROOT prefix, and the socket is reachable from the host at Dir/sock.
 package server
 
 import (
@@ -24,17 +36,100 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Server is one throwaway MariaDB. Methods are not safe for concurrent use, except Admin,
+// Kind names a supported server, as scripts/server.sh does.
+type Kind string
+
+const (
+	MariaDB1011 Kind = "mariadb-10.11" // Debian 12's mariadb-server
+	MariaDB118  Kind = "mariadb-11.8"  // Debian sid's mariadb-server-core, from a sid root
+	MySQL97     Kind = "mysql-9.7"     // Debian sid's mysql-server-core (Oracle MySQL 9.7 LTS), from a sid root
+)
+
+// Kinds lists every supported kind.
+var Kinds = []Kind{MariaDB1011, MariaDB118, MySQL97}
+
+// DefaultKind is the server used when OUTBOX_REL_SERVER is unset.
+const DefaultKind = MariaDB1011
+
+// KindFromEnv reads OUTBOX_REL_SERVER (scripts/reliability --server sets it); unset or empty
+// means DefaultKind.
+func KindFromEnv() (Kind, error) {
+	v := os.Getenv("OUTBOX_REL_SERVER")
+	if v == "" {
+		return DefaultKind, nil
+	}
+	return ParseKind(v)
+}
+
+// ParseKind checks a kind name.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("server: unknown server kind %q (known: %s, %s, %s)", s, MariaDB1011, MariaDB118, MySQL97)
+}
+
+// family is the sid root a kind runs from ("" = this system).
+func (k Kind) family() string {
+	switch k {
+	case MariaDB118:
+		return "mariadb"
+	case MySQL97:
+		return "mysql"
+	}
+	return ""
+}
+
+// IsMySQL says whether the kind is Oracle MySQL rather than MariaDB.
+func (k Kind) IsMySQL() bool { return k == MySQL97 }
+
+// StartTimeout bounds one Start: how long the kind may take to answer after launch, crash
+// recovery after a kill -9 included. MySQL 9.7 is the slow one (about 35 s to initialise a
+// datadir on a 2-core machine, and several seconds of recovery after a kill -9, more under load).
+func (k Kind) StartTimeout() time.Duration {
+	if k.IsMySQL() {
+		return 3 * time.Minute
+	}
+	return 90 * time.Second
+}
+
+// sidRootBase is where scripts/server.sh keeps the sid roots (SIDROOT_BASE there too).
+func sidRootBase() string {
+	if v := os.Getenv("SIDROOT_BASE"); v != "" {
+		return v
+	}
+	return "/var/cache/outboxgen"
+}
+
+// Root is the directory the kind's server runs chrooted in, or "" for this system.
+func (k Kind) Root() string {
+	if f := k.family(); f != "" {
+		return filepath.Join(sidRootBase(), "sid-"+f)
+	}
+	return ""
+}
+
+// Server is one throwaway server. Methods are not safe for concurrent use, except Admin,
 // KillConn and DSN.
 type Server struct {
-	// Dir holds data/, the socket, the pid file and err.log.
+	Kind Kind
+	// Root is the sid root the server runs in ("" = this system).
+	Root string
+	// Dir holds data/, tmp/, the socket, the pid file and err.log. A path on the host; inside
+	// the root it is Dir without the Root prefix.
 	Dir string
 	// Port is fixed for the server's life, so clients reconnect to the same address after Start.
 	Port int
+	// Version is SELECT VERSION(), read once the server first answered.
+	Version string
 	// FlushAtCommit is innodb_flush_log_at_trx_commit. The default here, 2, writes the redo log
-	// to the OS at every commit and syncs it once a second: a kill -9 of mariadbd loses no
+	// to the OS at every commit and syncs it once a second: a kill -9 of the server loses no
 	// committed transaction (the OS still has the write; only an OS crash would lose up to a
 	// second), which is the fault this suite injects. 1 also survives an OS crash, slower.
+	// MySQL also writes its binlog (on by default) with sync_binlog=0: the write reaches the OS
+	// before the commit returns, which a kill -9 does not undo either.
 	FlushAtCommit int
 
 	mu    sync.Mutex
@@ -43,16 +138,25 @@ type Server struct {
 	admin *sql.DB
 }
 
-// New installs a fresh datadir and starts the server. Call Close when done.
-func New(ctx context.Context) (*Server, error) {
-	if _, err := exec.LookPath(bin("mariadbd")); err != nil {
-		return nil, fmt.Errorf("server: mariadbd not found (apt-get install mariadb-server): %w", err)
+// New installs a fresh datadir and starts a server of kind k. Call Close when done.
+func New(ctx context.Context, k Kind) (*Server, error) {
+	if _, err := ParseKind(string(k)); err != nil {
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "outboxgen-rel-mariadb.")
+	s := &Server{Kind: k, Root: k.Root(), FlushAtCommit: 2}
+	if err := s.checkInstalled(); err != nil {
+		return nil, err
+	}
+	// The datadir lives inside the root the server runs in, so one path works inside and outside.
+	parent := filepath.Join(s.Root, "tmp")
+	if s.Root == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "outboxgen-rel-"+string(k)+".")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, FlushAtCommit: 2}
+	s.Dir = dir
 	if err := s.install(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -66,6 +170,10 @@ func New(ctx context.Context) (*Server, error) {
 	if err := s.Start(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if err := s.admin.QueryRowContext(ctx, "SELECT VERSION()").Scan(&s.Version); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("server: SELECT VERSION(): %w", err)
 	}
 	// The suite's users: "outbox" for the test process (enqueuers, checks), "relworker" for the
 	// worker processes, so server-side KILLs can pick the workers' sessions by user.
@@ -81,6 +189,26 @@ func New(ctx context.Context) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkInstalled fails with the command that fixes it when the kind's binaries are missing.
+func (s *Server) checkInstalled() error {
+	if s.Root == "" {
+		if _, err := exec.LookPath(bin("mariadbd")); err != nil {
+			return fmt.Errorf("server: mariadbd not found (apt-get install mariadb-server): %w", err)
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(s.Root, ".outboxgen-ready")); err != nil {
+		return fmt.Errorf("server: the sid root for %s is not built at %s; build it once (root, a few minutes) with: "+
+			"bash -c 'source scripts/server.sh && sidroot_ensure %s' (scripts/reliability does this)", s.Kind, s.Root, s.Kind.family())
+	}
+	for _, tool := range []string{"unshare", "chroot", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("server: %s not found (util-linux, coreutils): %w", tool, err)
+		}
+	}
+	return nil
 }
 
 func bin(name string) string {
@@ -99,9 +227,35 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// in is Dir's path as the server sees it: inside the root.
+func (s *Server) in() string {
+	if s.Root == "" {
+		return s.Dir
+	}
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(s.Dir, s.Root), "/")
+}
+
+func (s *Server) sock() string { return filepath.Join(s.Dir, "sock") }
+
+// tmp is the server's own tmpdir. With the default /tmp, a mariadbd starting on this machine
+// deletes the #sql* files it finds there, including those a concurrent mariadb-install-db is
+// using ("Unknown table 'mysql.tmp_proxies_priv'", seen once in CI).
+func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
+
+// command is a command run the way the kind runs: directly, or chrooted into the sid root in a
+// private mount namespace with /proc mounted (mysqld reads it). Every step execs the next, so
+// the returned Cmd's process becomes the final program (see the package comment).
+func (s *Server) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if s.Root == "" {
+		return exec.CommandContext(ctx, bin(name), args...)
+	}
+	sh := `root=$1; shift; mount -t proc proc "$root/proc" && exec chroot "$root" "$@"`
+	return exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private",
+		"sh", "-c", sh, "sh", s.Root, name}, args...)...)
+}
+
 func (s *Server) install(ctx context.Context) error {
-	data := filepath.Join(s.Dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(s.Dir, "data"), 0o755); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(s.tmp(), 0o755); err != nil {
@@ -110,13 +264,27 @@ func (s *Server) install(ctx context.Context) error {
 	if err := os.Chmod(s.Dir, 0o755); err != nil {
 		return err
 	}
-	if err := chownMySQL(s.Dir); err != nil {
-		return err
+	in := s.in()
+	var cmd *exec.Cmd
+	switch s.Kind {
+	case MariaDB1011:
+		if err := chownMySQL(s.Dir); err != nil {
+			return err
+		}
+		cmd = s.command(ctx, "mariadb-install-db", "--no-defaults", "--user=mysql", "--datadir="+in+"/data",
+			"--tmpdir="+in+"/tmp", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	case MariaDB118:
+		// --force: the chroot cannot resolve this host's name, which --skip-name-resolve makes moot.
+		cmd = s.command(ctx, "mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+in+"/data",
+			"--tmpdir="+in+"/tmp", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve", "--force")
+	case MySQL97:
+		// mysqld --initialize wants an empty datadir, which MkdirAll left.
+		cmd = s.command(ctx, "mysqld", "--no-defaults", "--initialize-insecure", "--user=root",
+			"--datadir="+in+"/data", "--tmpdir="+in+"/tmp")
 	}
-	out, err := exec.CommandContext(ctx, bin("mariadb-install-db"), "--user=mysql", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+s.tmp()).CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("server: mariadb-install-db: %w\n%s", err, out)
+		return fmt.Errorf("server: install %s datadir: %v: %w\n%s", s.Kind, cmd.Args, err, out)
 	}
 	return nil
 }
@@ -137,14 +305,28 @@ func chownMySQL(dir string) error {
 	})
 }
 
-func (s *Server) sock() string { return filepath.Join(s.Dir, "sock") }
+// launchArgs are scripts/server.sh's server__launch flags for the kind.
+func (s *Server) launchArgs() (string, []string) {
+	in := s.in()
+	common := []string{"--no-defaults", "--datadir=" + in + "/data", "--port=" + strconv.Itoa(s.Port),
+		"--socket=" + in + "/sock", "--bind-address=127.0.0.1", "--tmpdir=" + in + "/tmp",
+		"--pid-file=" + in + "/pid", "--log-error=" + in + "/err.log",
+		"--max-connections=1000", "--innodb-buffer-pool-size=256M",
+		"--innodb-flush-log-at-trx-commit=" + strconv.Itoa(s.FlushAtCommit), "--skip-name-resolve"}
+	switch s.Kind {
+	case MariaDB118:
+		return "mariadbd", append(common, "--user=root")
+	case MySQL97:
+		// It aborts without --secure-file-priv=; X protocol and performance_schema are not used.
+		return "mysqld", append(common, "--user=root", "--mysqlx=OFF", "--secure-file-priv=",
+			"--performance-schema=OFF", "--sync-binlog=0")
+	default:
+		return "mariadbd", append(common, "--user=mysql")
+	}
+}
 
-// tmp is the server's own tmpdir. With the default /tmp, a mariadbd starting on this machine
-// deletes the #sql* files it finds there, including those a concurrent mariadb-install-db is
-// using ("Unknown table 'mysql.tmp_proxies_priv'", seen once in CI).
-func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
-
-// Start launches mariadbd on the existing datadir and port and waits until it answers.
+// Start launches the server on the existing datadir and port and waits (up to the kind's
+// StartTimeout, or ctx) until it answers.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,19 +337,20 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin("mariadbd"), "--no-defaults", "--user=mysql",
-		"--datadir="+filepath.Join(s.Dir, "data"), "--port="+strconv.Itoa(s.Port),
-		"--socket="+s.sock(), "--bind-address=127.0.0.1", "--tmpdir="+s.tmp(),
-		"--pid-file="+filepath.Join(s.Dir, "pid"), "--log-error="+filepath.Join(s.Dir, "err.log"),
-		"--max-connections=1000", "--innodb-buffer-pool-size=128M",
-		"--innodb-flush-log-at-trx-commit="+strconv.Itoa(s.FlushAtCommit),
-		"--skip-name-resolve")
+	// A stale pid file would make the check below compare against the previous incarnation.
+	if err := os.Remove(filepath.Join(s.Dir, "pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		logf.Close()
+		return err
+	}
+	name, args := s.launchArgs()
+	// Not CommandContext: the server outlives ctx, which only bounds the wait.
+	cmd := s.command(context.Background(), name, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a ^C on the test does not reach it before Close does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("server: start mariadbd: %w", err)
+		return fmt.Errorf("server: start %s: %w", s.Kind, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -191,25 +374,45 @@ func (s *Server) Start(ctx context.Context) error {
 		db.SetMaxOpenConns(4)
 		s.admin = db
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(s.Kind.StartTimeout())
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.admin.PingContext(pctx)
 		cancel()
 		if err == nil {
-			return nil
+			break
 		}
 		select {
 		case <-done:
 			s.cmd, s.done = nil, nil
-			return fmt.Errorf("server: mariadbd exited during start: %s", s.tailLog())
+			return fmt.Errorf("server: %s exited during start: %s", s.Kind, s.tailLog())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("server: not answering after start: %v: %s", err, s.tailLog())
+			return fmt.Errorf("server: %s not answering %v after start: %v: %s", s.Kind, s.Kind.StartTimeout(), err, s.tailLog())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Kill must reach the server itself, not a wrapper that would leave it running: the pid the
+	// server wrote is the process started here (unshare, sh and chroot exec'd into it).
+	b, err := os.ReadFile(filepath.Join(s.Dir, "pid"))
+	if err != nil {
+		return fmt.Errorf("server: %s answers but its pid file is unreadable: %w", s.Kind, err)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid != cmd.Process.Pid {
+		return fmt.Errorf("server: %s wrote pid %q but the process started is %d: a signal would miss the server", s.Kind, strings.TrimSpace(string(b)), cmd.Process.Pid)
+	}
+	return nil
+}
+
+// Pid is the running server's process id (0 when it is not running).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 func (s *Server) tailLog() string {
@@ -224,8 +427,9 @@ func (s *Server) tailLog() string {
 	return strings.Join(lines, "\n")
 }
 
-// Stop shuts the server down cleanly (SIGTERM) and waits; after 60s it kills it.
-func (s *Server) Stop() error { return s.signal(syscall.SIGTERM, 60*time.Second) }
+// Stop shuts the server down cleanly (SIGTERM) and waits; after the kind's StartTimeout it
+// kills it.
+func (s *Server) Stop() error { return s.signal(syscall.SIGTERM, s.Kind.StartTimeout()) }
 
 // Kill is kill -9: no shutdown, InnoDB recovers on the next Start.
 func (s *Server) Kill() error { return s.signal(syscall.SIGKILL, 30*time.Second) }
@@ -256,7 +460,7 @@ func (s *Server) signal(sig syscall.Signal, wait time.Duration) error {
 	return nil
 }
 
-// Running says whether mariadbd is up (started and not exited).
+// Running says whether the server is up (started and not exited).
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,7 +498,14 @@ func (s *Server) DSN(userName, db, addr string) string {
 // Addr is the server's TCP address.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 
-// KillConn runs KILL id (the whole connection) or KILL QUERY id from the admin session.
+// String names the server for logs and the report: kind, version and address.
+func (s *Server) String() string {
+	return fmt.Sprintf("%s (SELECT VERSION() = %s) on %s", s.Kind, s.Version, s.Addr())
+}
+
+// KillConn runs KILL id (the whole connection) or KILL QUERY id from the admin session. The id
+// is formatted into the statement: MySQL refuses a placeholder there (error 6413, "Dynamic
+// parameters can only be used in DML statements").
 func (s *Server) KillConn(ctx context.Context, id int64, queryOnly bool) error {
 	stmt := "KILL " + strconv.FormatInt(id, 10)
 	if queryOnly {
@@ -304,8 +515,7 @@ func (s *Server) KillConn(ctx context.Context, id int64, queryOnly bool) error {
 	return err
 }
 
-// Close kills the server if it runs and removes its directory, unless OUTBOX_REL_KEEP is set
-// (then the path is returned in the error-free log of the caller).
+// Close kills the server if it runs and removes its directory, unless OUTBOX_REL_KEEP is set.
 func (s *Server) Close() error {
 	err := s.Kill()
 	if s.admin != nil {

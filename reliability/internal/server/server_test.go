@@ -5,21 +5,34 @@ package server
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 )
 
-// TestLifecycle: data committed before a clean stop and before a kill -9 survives; KILL of
-// another session ends it; the client pool reconnects after each restart.
+// TestLifecycle, on the server kind OUTBOX_REL_SERVER names: data committed before a clean
+// stop and before a kill -9 survives; the kill -9 hits the server process itself (not a
+// wrapper around it); KILL and KILL QUERY of another session work; the client pool reconnects
+// after each restart, on the same port.
 func TestLifecycle(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := New(ctx)
+	kind, err := KindFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*kind.StartTimeout())
+	defer cancel()
+	s, err := New(ctx, kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server: %s, pid %d, datadir %s", s, s.Pid(), s.Dir)
 	defer func() {
 		if err := s.Close(); err != nil {
 			t.Error(err)
@@ -66,8 +79,20 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("after clean restart: %d rows, want 1", n)
 	}
 	mustExec("INSERT INTO t VALUES (2)")
+	// The process Kill signals is the server: its pid file names it and /proc says what it runs.
+	pid := s.Pid()
+	comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.TrimSpace(string(comm)); c != "mysqld" && c != "mariadbd" {
+		t.Fatalf("pid %d runs %q, want the server itself (mysqld or mariadbd)", pid, c)
+	}
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("server pid %d after Kill: %v, want no such process", pid, err)
 	}
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -84,6 +109,34 @@ func TestLifecycle(t *testing.T) {
 	var id int64
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 		t.Fatal(err)
+	}
+	// KILL QUERY on a sleeping query ends the query, not the session.
+	slept := make(chan error, 1)
+	go func() { slept <- conn.QueryRowContext(ctx, "SELECT SLEEP(30)").Scan(new(int)) }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var n int
+		if err := s.Admin().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP%'", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SELECT SLEEP(30) never showed up in the process list")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.KillConn(ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slept: // SLEEP returns 1 (MariaDB, MySQL) or the query fails: either way it ended
+	case <-time.After(10 * time.Second):
+		t.Fatal("KILL QUERY did not end SELECT SLEEP(30)")
+	}
+	var again int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&again); err != nil || again != id {
+		t.Fatalf("after KILL QUERY: connection %d, err %v; want the same session %d", again, err, id)
 	}
 	if err := s.KillConn(ctx, id, false); err != nil {
 		t.Fatal(err)
