@@ -23,11 +23,12 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now;
 
 -- name: MessageInsert :execlastid
 -- One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
--- from the database clock (UTC_TIMESTAMP is constant within one statement).
+-- from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
+-- MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(idempotency_key), 'PENDING', 0, sqlc.arg(max_attempts),
+    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), 'PENDING', 0, sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 

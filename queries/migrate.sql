@@ -13,4 +13,8 @@ SELECT CAST(COALESCE(RELEASE_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESC
 -- name: ServerBinlog :one
 -- With the binary log on and binlog_format=STATEMENT, every write of a READ COMMITTED
 -- transaction (the claim, the result writes) fails with error 1665.
-SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT('', @@SESSION.binlog_format) AS binlog_format;
+SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT(@@SESSION.binlog_format) AS binlog_format;
+
+-- name: SchemaProbe :one
+-- NewWorker's check that outbox_messages exists: a primary-key probe that reads no row.
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0;

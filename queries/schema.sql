@@ -9,7 +9,8 @@
 -- the default collations are case- and accent-blind and MariaDB's _bin ones ignore trailing
 -- spaces. The payload is text with a binary collation, so it comes back byte for byte (MySQL's JSON
 -- type reorders keys and rewrites numbers) and JSON_VALUE(payload, '$.field') still works on
--- every server; the runtime checks that it is valid JSON and UTF-8 before the INSERT.
+-- every server; the runtime checks that it is valid JSON and UTF-8 before the INSERT. Empty
+-- defaults are written x'' because MariaDB's sql_mode EMPTY_STRING_IS_NULL turns '' into NULL.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              BIGINT       NOT NULL AUTO_INCREMENT,
@@ -18,7 +19,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     -- JSON, validated before the INSERT; at most outbox.MaxPayloadBytes.
     payload         LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     -- Indexed, not unique: enqueueing the same logical event twice is legal; handlers deduplicate.
-    idempotency_key VARBINARY(191) NOT NULL DEFAULT '',
+    idempotency_key VARBINARY(191) NOT NULL DEFAULT x'',
     status          ENUM('PENDING', 'PROCESSING', 'SENT', 'FAILED') NOT NULL DEFAULT 'PENDING',
     -- Claims so far (a reclaim does not add one: the claim already counted).
     attempts        INT          NOT NULL DEFAULT 0,
@@ -63,7 +64,7 @@ CREATE TABLE IF NOT EXISTS outbox_inbox (
 CREATE TABLE IF NOT EXISTS outbox_job_runs (
     job          VARBINARY(764) NOT NULL,
     period_start DATETIME(6)  NOT NULL,
-    instance     VARCHAR(191) NOT NULL DEFAULT '',
+    instance     VARCHAR(191) NOT NULL DEFAULT x'',
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)

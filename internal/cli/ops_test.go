@@ -104,7 +104,7 @@ func (f fixtures) sent(eventType string, ago int) outbox.MessageID {
 
 func (f fixtures) enqueue(eventType string, opts ...outbox.EnqueueOption) outbox.MessageID {
 	f.t.Helper()
-	id, err := outbox.Enqueue(context.Background(), f.db, outbox.Message{EventType: eventType, Payload: json.RawMessage(`{"n":1}`)}, opts...)
+	id, err := outbox.Enqueue(context.Background(), f.db, outbox.Message{EventType: eventType, Payload: json.RawMessage(`{"n":1}`)}, append(opts, outbox.Standalone())...)
 	if err != nil {
 		f.t.Fatalf("enqueue %s: %v", eventType, err)
 	}

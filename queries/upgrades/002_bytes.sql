@@ -7,7 +7,7 @@
 ALTER TABLE outbox_messages
     MODIFY event_type VARBINARY(191) NOT NULL,
     MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    MODIFY idempotency_key VARBINARY(191) NOT NULL DEFAULT '',
+    MODIFY idempotency_key VARBINARY(191) NOT NULL DEFAULT x'',
     MODIFY claim_token VARBINARY(32) NULL,
     COMMENT = 'outboxgen schema 2';
 ALTER TABLE outbox_inbox

@@ -288,7 +288,7 @@ func TestGiveBackKeepsTheAttemptBudget(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
 	ctx := context.Background()
-	id, err := Enqueue(ctx, db, Message{EventType: "budget", Payload: json.RawMessage(`{}`), MaxAttempts: 2})
+	id, err := Enqueue(ctx, db, Message{EventType: "budget", Payload: json.RawMessage(`{}`), MaxAttempts: 2}, Standalone())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,18 @@ func (noPrepare) PrepareContext(context.Context, string) (*sql.Stmt, error) {
 type EnqueueOption func(*enqueueOptions)
 
 type enqueueOptions struct {
-	delay time.Duration
+	delay      time.Duration
+	standalone bool
+}
+
+// Standalone allows Enqueue on a *sql.DB, where the message commits on its own at once. That is
+// right only when the message is the only write it belongs with: a scheduled reminder, a
+// message about data in another system, a backfill. Beside a business change in this database,
+// enqueue on that change's *sql.Tx instead: with a *sql.DB, the message is committed whether or
+// not the change is (the dual write outboxgen exists to prevent), so Enqueue refuses it unless
+// this option says it is meant.
+func Standalone() EnqueueOption {
+	return func(o *enqueueOptions) { o.standalone = true }
 }
 
 // Delay makes the message due d after the enqueue (by the database clock) instead of at once.
@@ -51,6 +62,29 @@ func Delay(d time.Duration) EnqueueOption {
 			o.delay = d
 		}
 	}
+}
+
+// isNil catches the nil interface and the typed nils of database/sql, which would panic inside
+// the driver call rather than say what is wrong.
+func isNil(tx DBTX) bool {
+	switch v := tx.(type) {
+	case nil:
+		return true
+	case *sql.Tx:
+		return v == nil
+	case *sql.DB:
+		return v == nil
+	case *sql.Conn:
+		return v == nil
+	}
+	return false
+}
+
+// isPool says tx is a connection pool (*sql.DB, or a type embedding one: sqlx.DB, ...), on
+// which every statement autocommits: only *sql.DB has Stats.
+func isPool(tx DBTX) bool {
+	_, ok := tx.(interface{ Stats() sql.DBStats })
+	return ok
 }
 
 // maxDelay keeps a delay in microseconds well inside MariaDB's DATETIME range arithmetic.
@@ -68,8 +102,8 @@ const maxDelay = 100 * 365 * 24 * time.Hour
 // payload is stored and delivered byte for byte (key order, spacing and number spelling are
 // kept on every server). m.MaxAttempts 0 takes the default (10). created_at and next_attempt_at come from the database clock (plus Delay, if given).
 func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (MessageID, error) {
-	if tx == nil {
-		return 0, errors.New("outbox: Enqueue: nil tx")
+	if isNil(tx) {
+		return 0, errors.New("outbox: Enqueue: nil tx (a nil *sql.Tx: did BeginTx fail?)")
 	}
 	if m.EventType == "" {
 		return 0, errors.New("outbox: Enqueue: empty EventType")
@@ -92,6 +126,9 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if isPool(tx) && !o.standalone {
+		return 0, fmt.Errorf("outbox: Enqueue %q: tx is a *sql.DB, so the message would commit on its own, whether or not your business change does: pass the *sql.Tx of the transaction that makes the change, or outbox.Standalone() if the message is the only write", m.EventType)
 	}
 	if o.delay > maxDelay {
 		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
@@ -240,6 +277,14 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if errors.Is(err, sql.ErrTxDone) {
+			// fn ended the transaction itself. Its writes may well be committed: wake the
+			// workers (harmless if it rolled back) and say so distinctly, so that a caller does
+			// not retry the whole operation and enqueue twice.
+			committed = true
+			wakeWorkers(db)
+			return ErrTxEnded
+		}
 		// A failed commit may have rolled back already; the deferred Rollback then says ErrTxDone.
 		return fmt.Errorf("outbox: InTx: commit: %w", err)
 	}
@@ -247,6 +292,12 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	wakeWorkers(db)
 	return nil
 }
+
+// ErrTxEnded is returned by InTx when fn committed or rolled back the transaction itself and
+// returned nil. InTx cannot tell which: what fn wrote may be committed, so do not retry the
+// operation on this error (it would enqueue again); fix fn to leave Commit to InTx. It wraps
+// sql.ErrTxDone.
+var ErrTxEnded = fmt.Errorf("outbox: InTx: fn committed or rolled back the transaction itself (its writes may be committed; do not retry): %w", sql.ErrTxDone)
 
 // The process-wide registry that lets InTx wake the workers running on a *sql.DB.
 var (

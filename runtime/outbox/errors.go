@@ -2,7 +2,11 @@ package outbox
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Permanent marks err as not worth retrying: the worker records the message FAILED at once,
@@ -55,3 +59,24 @@ func retryDelay(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// explain adds what to do to the errors an operator or a new user meets first: a table that
+// does not exist (the schema was never applied to this database), and a DSN without
+// parseTime=true (the driver then hands DATETIME columns back as bytes). The cause stays
+// wrapped for errors.Is and errors.As.
+func explain(err error) error {
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me) && me.Number == erNoSuchTable:
+		return fmt.Errorf("%w (the outboxgen tables are missing from this database: run outboxgen migrate, or outbox.Migrate)", err)
+	case strings.Contains(err.Error(), "unsupported Scan, storing driver.Value type []uint8 into type *time.Time"):
+		// database/sql's conversion error is untyped; its text is stable (convertAssign).
+		return fmt.Errorf("DSN must set parseTime=true (%w)", err)
+	}
+	return err
+}
+
+// erNoSuchTable is ER_NO_SUCH_TABLE, the same number on MySQL and MariaDB.
+const erNoSuchTable = 1146

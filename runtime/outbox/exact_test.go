@@ -33,7 +33,7 @@ func TestPayloadBytesRoundTripExactly(t *testing.T) {
 
 	ids := map[string]MessageID{}
 	for name, p := range payloads {
-		id, err := Enqueue(ctx, d, Message{EventType: "exact", Payload: json.RawMessage(p)})
+		id, err := Enqueue(ctx, d, Message{EventType: "exact", Payload: json.RawMessage(p)}, Standalone())
 		if err != nil {
 			t.Fatalf("%s: Enqueue: %v", name, err)
 		}
@@ -89,7 +89,7 @@ func TestEnqueueRefusesWhatCannotComeBackExactly(t *testing.T) {
 			`outbox: Enqueue "k": IdempotencyKey must be valid UTF-8 of at most 191 bytes (got 4 bytes)`},
 	}
 	for _, c := range cases {
-		_, err := Enqueue(ctx, d, c.m)
+		_, err := Enqueue(ctx, d, c.m, Standalone())
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}

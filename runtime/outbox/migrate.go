@@ -192,7 +192,8 @@ type columnInfo struct {
 // does not exist"). No rows means the table does not exist (or this user has no privilege on it).
 const (
 	tableQuery   = `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
-	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, '')
+	// NULLs are scanned as such: a COALESCE(x, '') is NULL under MariaDB's EMPTY_STRING_IS_NULL.
+	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME
 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
 )
 
@@ -218,11 +219,11 @@ func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, e
 	defer rows.Close()
 	for rows.Next() {
 		var name, typ string
-		var c columnInfo
-		if err := rows.Scan(&name, &typ, &c.charset, &c.collation); err != nil {
+		var charset, collation sql.NullString
+		if err := rows.Scan(&name, &typ, &charset, &collation); err != nil {
 			return st, fmt.Errorf("read the columns of %s: %w", table, err)
 		}
-		c.columnType = normType(typ)
+		c := columnInfo{columnType: normType(typ), charset: charset.String, collation: collation.String}
 		st.columns[strings.ToLower(name)] = c
 	}
 	if err := rows.Err(); err != nil {

@@ -66,7 +66,7 @@ type Snapshot struct {
 func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	rows, err := q.MessageStatsByType(ctx, sdb(db))
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("outbox: Stats: %w", err)
+		return Snapshot{}, fmt.Errorf("outbox: Stats: %w", explain(err))
 	}
 	s := Snapshot{ByType: make(map[string]TypeCounts, len(rows))}
 	for _, r := range rows {
@@ -169,7 +169,7 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 		rows, err = q.MessageListFailed(ctx, sdb(db), p)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("outbox: ListFailed: %w", err)
+		return nil, fmt.Errorf("outbox: ListFailed: %w", explain(err))
 	}
 	out := make([]FailedMessage, len(rows))
 	for i, r := range rows {

@@ -359,7 +359,7 @@ func TestRetryMovesMoreThanOneBatch(t *testing.T) {
 func TestInspect(t *testing.T) {
 	db := migrated(t)
 	ctx := context.Background()
-	id, err := Enqueue(ctx, db, Message{EventType: "inspect_me", Payload: []byte(`{"a":1}`), IdempotencyKey: "k1", MaxAttempts: 4})
+	id, err := Enqueue(ctx, db, Message{EventType: "inspect_me", Payload: []byte(`{"a":1}`), IdempotencyKey: "k1", MaxAttempts: 4}, Standalone())
 	if err != nil {
 		t.Fatal(err)
 	}

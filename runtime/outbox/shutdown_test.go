@@ -22,7 +22,7 @@ func TestShutdownCutOffOnLastAttemptIsNotFailed(t *testing.T) {
 		<-ctx.Done()
 		return fmt.Errorf("provider call: %w", ctx.Err())
 	})
-	id, err := Enqueue(context.Background(), db, Message{EventType: "last_try", Payload: json.RawMessage(`{}`), MaxAttempts: 1})
+	id, err := Enqueue(context.Background(), db, Message{EventType: "last_try", Payload: json.RawMessage(`{}`), MaxAttempts: 1}, Standalone())
 	if err != nil {
 		t.Fatal(err)
 	}

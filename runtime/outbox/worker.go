@@ -94,6 +94,10 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	if err := checkBinlog(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
+	// Without the tables every poll would log "doesn't exist" forever: say what to do once.
+	if _, err := q.SchemaProbe(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
+	}
 	w := &Worker{
 		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger, logIncidents: logIncidents,
 		wake:     make(chan struct{}, 1),

@@ -28,7 +28,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func enqueue(t *testing.T, db *testdb.DB, eventType string, opts ...outbox.EnqueueOption) outbox.MessageID {
 	t.Helper()
-	id, err := outbox.Enqueue(context.Background(), db, outbox.Message{EventType: eventType, Payload: json.RawMessage(`{}`)}, opts...)
+	id, err := outbox.Enqueue(context.Background(), db, outbox.Message{EventType: eventType, Payload: json.RawMessage(`{}`)}, append(opts, outbox.Standalone())...)
 	if err != nil {
 		t.Fatalf("enqueue %s: %v", eventType, err)
 	}

@@ -537,7 +537,7 @@ const messageInsert = `-- name: MessageInsert :execlastid
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    ?, ?, ?, 'PENDING', 0, ?,
+    ?, ?, IFNULL(?, x''), 'PENDING', 0, ?,
     TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 )
 `
@@ -545,13 +545,14 @@ INSERT INTO outbox_messages (
 type MessageInsertParams struct {
 	EventType      string
 	Payload        json.RawMessage
-	IdempotencyKey string
+	IdempotencyKey interface{}
 	MaxAttempts    int32
 	DelayUs        int64
 }
 
 // One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
-// from the database clock (UTC_TIMESTAMP is constant within one statement).
+// from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
+// MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
 func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsert,
 		arg.EventType,

@@ -37,8 +37,20 @@ func (q *Queries) MigrateUnlock(ctx context.Context, db DBTX) (int64, error) {
 	return released, err
 }
 
+const schemaProbe = `-- name: SchemaProbe :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0
+`
+
+// NewWorker's check that outbox_messages exists: a primary-key probe that reads no row.
+func (q *Queries) SchemaProbe(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRowContext(ctx, schemaProbe)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const serverBinlog = `-- name: ServerBinlog :one
-SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT('', @@SESSION.binlog_format) AS binlog_format
+SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT(@@SESSION.binlog_format) AS binlog_format
 `
 
 type ServerBinlogRow struct {
