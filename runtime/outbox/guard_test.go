@@ -105,7 +105,8 @@ func TestListFailedWithoutParseTime(t *testing.T) {
 	}
 }
 
-// MariaDB's sql_mode EMPTY_STRING_IS_NULL turns '' into NULL: a DEFAULT '' made Migrate fail.
+// MariaDB's sql_mode EMPTY_STRING_IS_NULL turns an empty string literal into NULL: an empty
+// DEFAULT made Migrate fail.
 // MySQL has no such mode (setting it is an error there), so the test needs MariaDB.
 func TestEmptyStringIsNullMode(t *testing.T) {
 	t.Parallel()

@@ -191,8 +191,9 @@ type columnInfo struct {
 // code because sqlc's MySQL catalog has no information_schema ("schema "information_schema"
 // does not exist"). No rows means the table does not exist (or this user has no privilege on it).
 const (
-	tableQuery   = `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
-	// NULLs are scanned as such: a COALESCE(x, '') is NULL under MariaDB's EMPTY_STRING_IS_NULL.
+	tableQuery = `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	// NULLs are scanned as such: COALESCE(x, empty string) is NULL under MariaDB's
+	// EMPTY_STRING_IS_NULL.
 	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME
 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
 )
