@@ -19,14 +19,19 @@ import (
 func (w *Worker) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.ReclaimInterval)
 	defer t.Stop()
+	reclaimDown, watchDown := outage{what: "reclaim"}, outage{what: "stuck watch"}
 	for {
 		if !w.cfg.DisableReclaim {
 			if _, err := w.reclaimOnce(ctx); err != nil && ctx.Err() == nil {
-				w.log.LogAttrs(ctx, slog.LevelError, "outbox reclaim failed", slog.String("error", err.Error()))
+				reclaimDown.fail(ctx, w.log, err)
+			} else if err == nil {
+				reclaimDown.ok(ctx, w.log)
 			}
 		}
 		if _, err := w.watchOnce(ctx); err != nil && ctx.Err() == nil {
-			w.log.LogAttrs(ctx, slog.LevelError, "outbox stuck watch failed", slog.String("error", err.Error()))
+			watchDown.fail(ctx, w.log, err)
+		} else if err == nil {
+			watchDown.ok(ctx, w.log)
 		}
 		select {
 		case <-ctx.Done():

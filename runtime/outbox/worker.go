@@ -228,9 +228,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	var seek claimPos     // where the last claim ended
 	var scanned time.Time // when a claim last started from the front
 	rescan := false
+	down := outage{what: "claim"}
 	for {
 		if wait {
-			poll.Reset(w.cfg.PollInterval)
+			poll.Reset(down.backoff(w.cfg.PollInterval))
 			select {
 			case <-ctx.Done():
 				return
@@ -262,7 +263,9 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			w.log.LogAttrs(ctx, slog.LevelError, "outbox claim failed", slog.String("error", err.Error()))
+			down.fail(ctx, w.log, err)
+		} else {
+			down.ok(ctx, w.log)
 		}
 		if got > 0 {
 			seek = last

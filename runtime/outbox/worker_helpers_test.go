@@ -199,6 +199,19 @@ func (l *logRecords) errorLines() []string {
 	return out
 }
 
+// count returns how many records have message msg.
+func (l *logRecords) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.all {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
 // find returns the attributes of the first record with message msg.
 func (l *logRecords) find(msg string) (map[string]string, bool) {
 	l.mu.Lock()

@@ -513,6 +513,7 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 	r.Handle("outage", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	w := newTestWorker(t, db, r, Config{Logger: slog.New(logs), ReclaimInterval: 50 * time.Millisecond})
 
+	claims := inj.Add(faultdriver.Rule{Match: `name: MessageClaim`, Err: errors.New("injected: connection refused")})
 	down := inj.Add(faultdriver.Rule{Match: `.`, Err: errors.New("injected: connection refused")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -532,8 +533,25 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 		t.Fatalf("%d PENDING rows while the database was down, want %d", n, len(ids))
 	}
 
+	// An outage is logged once per loop and state change, and the claim loop backs off: with a
+	// 20 ms PollInterval, a second of outage is about 50 claims without backoff, under 10 with.
+	hits := claims.Hits()
+	time.Sleep(time.Second)
+	if n := claims.Hits() - hits; n > 10 {
+		t.Errorf("%d failing claims in a second of outage, want the claim loop to back off", n)
+	}
+	for _, msg := range []string{"outbox claim failed", "outbox reclaim failed", "outbox stuck watch failed"} {
+		if n := logs.count(msg); n != 1 {
+			t.Errorf("%q logged %d times during the outage, want once", msg, n)
+		}
+	}
+
+	claims.Remove()
 	down.Remove()
-	waitFor(t, 5*time.Second, "all SENT after the database came back", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	waitFor(t, 10*time.Second, "all SENT after the database came back", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	waitFor(t, 5*time.Second, "recovery logged", func() bool {
+		return logs.count("outbox claim recovered") == 1 && logs.count("outbox reclaim recovered") == 1
+	})
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run returned %v after cancel, want nil", err)
