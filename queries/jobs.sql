@@ -15,3 +15,21 @@ WHERE job = sqlc.arg(job) AND period_start = sqlc.arg(period_start);
 INSERT INTO outbox_job_runs (job, period_start, instance, started_at, finished_at)
 VALUES (sqlc.arg(job), sqlc.arg(period_start), sqlc.arg(instance), sqlc.arg(started_at),
         TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));
+
+-- name: JobRunLatest :many
+-- Each job's most recent recorded run (mysqllock.LastRuns, the console's jobs page): the
+-- grouped MAX reads the PRIMARY KEY (job, period_start) one job at a time.
+SELECT r.job, r.period_start, r.instance, r.started_at, r.finished_at
+FROM outbox_job_runs AS r
+JOIN (SELECT job, MAX(period_start) AS period_start FROM outbox_job_runs GROUP BY job) AS latest
+  ON latest.job = r.job AND latest.period_start = r.period_start
+ORDER BY r.job
+LIMIT ?;
+
+-- name: JobRunListByJob :many
+-- One job's recorded runs, newest period first (mysqllock.Runs).
+SELECT job, period_start, instance, started_at, finished_at
+FROM outbox_job_runs
+WHERE job = sqlc.arg(job)
+ORDER BY period_start DESC
+LIMIT ?;

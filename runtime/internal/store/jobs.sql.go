@@ -63,3 +63,86 @@ func (q *Queries) JobRunInsert(ctx context.Context, db DBTX, arg JobRunInsertPar
 	)
 	return err
 }
+
+const jobRunLatest = `-- name: JobRunLatest :many
+SELECT r.job, r.period_start, r.instance, r.started_at, r.finished_at
+FROM outbox_job_runs AS r
+JOIN (SELECT job, MAX(period_start) AS period_start FROM outbox_job_runs GROUP BY job) AS latest
+  ON latest.job = r.job AND latest.period_start = r.period_start
+ORDER BY r.job
+LIMIT ?
+`
+
+// Each job's most recent recorded run (mysqllock.LastRuns, the console's jobs page): the
+// grouped MAX reads the PRIMARY KEY (job, period_start) one job at a time.
+func (q *Queries) JobRunLatest(ctx context.Context, db DBTX, limit int32) ([]OutboxJobRun, error) {
+	rows, err := db.QueryContext(ctx, jobRunLatest, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxJobRun
+	for rows.Next() {
+		var i OutboxJobRun
+		if err := rows.Scan(
+			&i.Job,
+			&i.PeriodStart,
+			&i.Instance,
+			&i.StartedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobRunListByJob = `-- name: JobRunListByJob :many
+SELECT job, period_start, instance, started_at, finished_at
+FROM outbox_job_runs
+WHERE job = ?
+ORDER BY period_start DESC
+LIMIT ?
+`
+
+type JobRunListByJobParams struct {
+	Job   string
+	Limit int32
+}
+
+// One job's recorded runs, newest period first (mysqllock.Runs).
+func (q *Queries) JobRunListByJob(ctx context.Context, db DBTX, arg JobRunListByJobParams) ([]OutboxJobRun, error) {
+	rows, err := db.QueryContext(ctx, jobRunListByJob, arg.Job, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxJobRun
+	for rows.Next() {
+		var i OutboxJobRun
+		if err := rows.Scan(
+			&i.Job,
+			&i.PeriodStart,
+			&i.Instance,
+			&i.StartedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
