@@ -4,7 +4,7 @@
 # non-zero when any run fails, loses a message or delivers one twice.
 set -euo pipefail
 cd "$(dirname "$0")"
-: "${OUTBOX_TEST_DSN:?OUTBOX_TEST_DSN must name a MariaDB server (scripts/test sets it)}"
+: "${OUTBOX_TEST_DSN:?OUTBOX_TEST_DSN must name a MariaDB or MySQL server (scripts/test sets it)}"
 gofmt_out=$(gofmt -l .)
 if [ -n "$gofmt_out" ]; then
 	echo "gofmt would change: $gofmt_out"; exit 1

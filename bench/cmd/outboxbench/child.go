@@ -30,7 +30,8 @@ type child struct {
 // startChild starts this binary as a consumer of sys on dsn and feeds its lines into tr.
 func startChild(ctx context.Context, exe, sys, dsn string, delay time.Duration, tr *tracker) (*child, error) {
 	cmd := exec.CommandContext(ctx, exe, "child", "-system", sys, "-dsn", dsn, "-delay", delay.String(),
-		"-ours-batch", strconv.Itoa(oursBatch), "-ours-concurrency", strconv.Itoa(oursConcurrency))
+		"-ours-batch", strconv.Itoa(oursBatch), "-ours-concurrency", strconv.Itoa(oursConcurrency),
+		"-mysql="+strconv.FormatBool(wmOnMySQL))
 	c := &child{cmd: cmd}
 	cmd.Stderr = &c.stderr
 	stdin, err := cmd.StdinPipe()
@@ -109,6 +110,7 @@ func childMain(args []string) int {
 	delay := fs.Duration("delay", 0, "handler delay")
 	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize")
 	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency")
+	fs.BoolVar(&wmOnMySQL, "mysql", false, "the server is Oracle MySQL (watermill's mysqlSchema)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

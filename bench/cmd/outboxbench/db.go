@@ -23,7 +23,7 @@ type dsnMode struct {
 
 var dsnModes = []dsnMode{{"default", false}, {"interpolate", true}}
 
-// server is the MariaDB the benchmark runs on, reached through a server-level DSN.
+// server is the MariaDB or MySQL server the benchmark runs on, reached through a server-level DSN.
 type server struct {
 	dsn string // server-level, no database
 }
@@ -94,6 +94,40 @@ func (s server) freshDB(ctx context.Context, label string) (string, func() error
 		return nil
 	}
 	return name, drop, nil
+}
+
+// serverKind is what the report names at its top and what decides watermill's schema adapter
+// (see mysqlSchema): "MariaDB" or "MySQL", from SELECT VERSION().
+type serverKind struct {
+	Name    string // MariaDB or MySQL
+	Version string // VERSION(), e.g. 10.11.19-MariaDB or 9.7.4-2
+}
+
+func (k serverKind) isMySQL() bool { return k.Name == "MySQL" }
+
+func (k serverKind) String() string { return k.Name + " " + k.Version }
+
+// kindOfVersion tells the two families apart by VERSION(): MariaDB's always contains "MariaDB"
+// (10.11.19-MariaDB, 11.8.3-MariaDB-log), Oracle MySQL's never does.
+func kindOfVersion(v string) serverKind {
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		return serverKind{"MariaDB", v}
+	}
+	return serverKind{"MySQL", v}
+}
+
+// kind asks the server which family and version it is.
+func (s server) kind(ctx context.Context) (serverKind, error) {
+	db, _, err := s.open("", dsnModes[0])
+	if err != nil {
+		return serverKind{}, err
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return serverKind{}, fmt.Errorf("SELECT VERSION(): %w", err)
+	}
+	return kindOfVersion(v), nil
 }
 
 // settings returns the server variables that decide the numbers, for the report.

@@ -1,6 +1,6 @@
 // Command outboxbench measures outboxgen next to the database's own limit (L0) and
-// ThreeDotsLabs/watermill-sql v4 on the same MariaDB, interleaved per round, each run in a fresh
-// database, and prints medians and ratios as a markdown table. See bench/README.md.
+// ThreeDotsLabs/watermill-sql v4 on the same MariaDB or MySQL server, interleaved per round, each
+// run in a fresh database, and prints medians and ratios as a markdown table. See bench/README.md.
 package main
 
 import (
@@ -41,7 +41,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway MariaDB when none is given)")
+	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway server when none is given)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each reports the median")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes, 1 round: checks that everything runs and nothing is lost")
 	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3, mem")
@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if o.dsn == "" {
-		return o, fmt.Errorf("no --dsn and no OUTBOX_TEST_DSN: use bench/run, which starts a throwaway MariaDB")
+		return o, fmt.Errorf("no --dsn and no OUTBOX_TEST_DSN: use bench/run, which starts a throwaway server")
 	}
 	o.sz = fullSizes
 	if o.smoke {
@@ -128,6 +128,13 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := server{dsn: o.dsn}
+	kind, err := srv.kind(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "outboxbench: server version:", err)
+		return 1
+	}
+	wmOnMySQL = kind.isMySQL()
+	fmt.Fprintf(stderr, "outboxbench: server %s\n", kind)
 	settings, err := srv.settings(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "outboxbench: server settings:", err)
@@ -149,7 +156,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	b := &bench{o: o, srv: srv, exe: exe, log: stderr}
+	b := &bench{o: o, srv: srv, kind: kind, exe: exe, log: stderr}
 	start := time.Now()
 	b.run(ctx)
 	report := b.report(settings, time.Since(start))
@@ -173,6 +180,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 type bench struct {
 	o       options
 	srv     server
+	kind    serverKind
 	exe     string
 	log     io.Writer
 	results []result

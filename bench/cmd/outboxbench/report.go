@@ -100,14 +100,18 @@ func (b *bench) report(settings [][2]string, took time.Duration) string {
 	var sb strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	cells, order := b.cells()
-	w("## outboxbench results\n\n")
+	w("## outboxbench results on %s\n\n", b.kind)
+	w("- server: %s (SELECT VERSION()); compare numbers within one server only\n", b.kind)
 	w("- machine: %d CPUs (GOMAXPROCS %d) shared with the database server, %s/%s, %s\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	var sv []string
 	for _, s := range settings {
 		sv = append(sv, s[0]+"="+s[1])
 	}
-	w("- server: %s\n", strings.Join(sv, ", "))
+	w("- server variables: %s\n", strings.Join(sv, ", "))
+	if b.kind.isMySQL() {
+		w("- watermill-sql on MySQL: payload column LONGBLOB instead of JSON, metadata bound as a string (bench/README.md)\n")
+	}
 	w("- rounds: %d (median shown), sizes: tx runs %s; drain %d and %d (5 ms); latency %d tx/s for %s; memory %d and %d\n",
 		b.o.rounds, b.o.sz.TxDuration, b.o.sz.DrainN, b.o.sz.SlowN, b.o.sz.LatencyRate, b.o.sz.LatencyDur, b.o.sz.MemSmall, b.o.sz.MemLarge)
 	if rev := os.Getenv("OUTBOXBENCH_REV"); rev != "" {
