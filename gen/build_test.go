@@ -38,9 +38,20 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 		}
 		pkgs++
 	}
+	// Packages that {go:} types of the corpus name: one is called outbox, like the runtime,
+	// so the generated imports must tell them apart. They are written first: the generator
+	// reads a {go:} key type's declaration to prove it a string kind.
+	mod.write(t, "ids/ids.go", "// Package ids is a {go:} type target.\npackage ids\n\n// ID is a string kind.\ntype ID string\n")
+	mod.write(t, "outbox/outbox.go", "// Package outbox shares its name with the runtime's.\npackage outbox\n\n// Thing is a string kind.\ntype Thing string\n")
 	for i, src := range fuzzCorpus(t) {
-		files, err := Generate("events.yaml", src)
+		// The catalog lives in the temp module, so its {go:} paths (goldens/ids) are the
+		// module's own packages, as they would be in a real one.
+		dir := filepath.Join(mod.dir, "corpus", fmt.Sprintf("c%03d", i))
+		files, err := Generate(filepath.Join(dir, "events.yaml"), src)
 		if err != nil {
+			if strings.Contains(string(src), "{go: goldens/") {
+				t.Errorf("corpus entry %d names the temp module's packages and was refused; it is meant to build:\n%v", i, err)
+			}
 			continue
 		}
 		for _, p := range sortedKeys(files) {
@@ -48,22 +59,21 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 		}
 		pkgs++
 	}
-	// Packages that {go:} types of the corpus name: one is called outbox, like the runtime,
-	// so the generated imports must tell them apart.
-	mod.write(t, "ids/ids.go", "// Package ids is a {go:} type target.\npackage ids\n\n// ID is a string kind.\ntype ID string\n")
-	mod.write(t, "outbox/outbox.go", "// Package outbox shares its name with the runtime's.\npackage outbox\n\n// Thing is a string kind.\ntype Thing string\n")
 	mod.write(t, "cmd/checks/main.go", checksProgram)
 	mod.write(t, "cmd/rightpayload/main.go", rightPayload)
 	mod.write(t, "cmd/allhandlers/main.go", allHandlers)
 	mod.write(t, "testdata/wrongpayload/main.go", strings.Replace(rightPayload, "shop.OrderPlaced{OrderID: \"o-1\"}", "shop.Line{Sku: \"x\"}", 1))
 	mod.write(t, "testdata/missinghandler/main.go", strings.Replace(allHandlers, "func (h) HandleOnlyMax", "func (h) handleOnlyMaxMisspelt", 1))
-	// A {go:} key field that is not a string kind (slog.Level is an int) must not compile.
-	intKey, err := Generate("events.yaml", []byte("version: 1\npackage: intkey\nevents:\n  e:\n    fields: {level: {go: log/slog.Level}}\n    idempotency_key: [level]\n"))
+	// The generator refuses a {go:} key field that is not a string kind (err_go_key_kind); if
+	// the type changes after generation (here: the import now names an int type), keyText's
+	// ~string constraint still makes it a compile error, not a key of one rune.
+	mod.write(t, "intids/intids.go", "// Package ids (in intids/) has an ID of int kind.\npackage ids\n\n// ID is an int kind.\ntype ID int\n")
+	intKey, err := Generate(filepath.Join(mod.dir, "testdata", "intkey", "events.yaml"), []byte("version: 1\npackage: intkey\nevents:\n  e:\n    fields: {id: {go: goldens/ids.ID}}\n    idempotency_key: [id]\n"))
 	if err != nil {
-		t.Fatalf("the int-kind key catalog is valid for the generator (the compiler rejects it): %v", err)
+		t.Fatalf("a {go:} key of the temp module's string type ids.ID was refused: %v", err)
 	}
 	for _, p := range sortedKeys(intKey) {
-		mod.write(t, filepath.Join("testdata", "intkey", filepath.Base(p)), string(intKey[p]))
+		mod.write(t, filepath.Join("testdata", "intkey", filepath.Base(p)), strings.ReplaceAll(string(intKey[p]), `"goldens/ids"`, `"goldens/intids"`))
 	}
 	t.Logf("%d generated packages in %s", pkgs, mod.dir)
 
@@ -104,9 +114,9 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	t.Run("non_string_go_key_does_not_compile", func(t *testing.T) {
 		out, err := mod.run(goBin, "build", "./testdata/intkey")
 		if err == nil {
-			t.Fatal("an idempotency key field of {go: log/slog.Level} (an int kind) compiled; it must be a type error")
+			t.Fatal("an idempotency key field whose {go:} type became an int kind compiled; it must be a type error")
 		}
-		if !strings.Contains(string(out), "T (type slog.Level) does not satisfy ~string") {
+		if !strings.Contains(string(out), "T (type ids.ID) does not satisfy ~string") {
 			t.Fatalf("the build failed, but not with the expected constraint error:\n%s", out)
 		}
 	})

@@ -1,9 +1,12 @@
 package gen
 
 import (
+	"errors"
 	"fmt"
 	"go/token"
+	"math"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -47,6 +50,11 @@ var typeAdvice = map[string]string{
 	"decimal":     `no decimal type: use string, or a decimal Go type as {go: "import/path.Type"}`,
 	"func":        "a function cannot be serialised into an event; send data",
 }
+
+// maxBackoff is the longest backoff.max the runtime accepts (runtime/outbox's maxDelay, which
+// keeps a delay inside the DATETIME arithmetic of every server); a longer one would pass here
+// and make outbox.NewWorker refuse the router.
+const maxBackoff = 100 * 365 * 24 * time.Hour
 
 // keyScalars are the builtin types an idempotency key field may have (plus enums and {go:}).
 var keyScalars = map[string]bool{"string": true, "bool": true, "int": true, "int32": true, "int64": true, "uint32": true, "uint64": true, "time": true}
@@ -101,6 +109,8 @@ type validator struct {
 	typeHint []string             // names a field's type may be, for did-you-mean
 	names    map[string]nameOwner // every generated top-level Go name
 	modules  *[]string            // the modules the catalog's go.mod and go.work name, once looked up
+	goTypes  *goTypeChecker       // reads {go:} key types' declarations, once needed
+	badGo    map[*fieldDecl]bool  // fields whose go: was reported already
 }
 
 type nameOwner struct {
@@ -109,7 +119,7 @@ type nameOwner struct {
 }
 
 func validate(c *catalog, ps *problems) {
-	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, renamed: map[string]bool{}, names: map[string]nameOwner{}}
+	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, renamed: map[string]bool{}, names: map[string]nameOwner{}, badGo: map[*fieldDecl]bool{}}
 	v.header()
 	v.policy(c.defaults, "defaults", false)
 	v.claim("Handlers", "the generated Handlers interface", pos{})
@@ -206,9 +216,14 @@ func (v *validator) policy(d *policyDecl, what string, direct bool) {
 		return
 	}
 	if d.maxAttempts != nil {
-		n, err := strconv.Atoi(d.maxAttempts.v)
-		if err != nil || n < 1 {
-			v.ps.add(d.maxAttempts.p, "%s: max_attempts must be a whole number >= 1, found %q", what, d.maxAttempts.v)
+		// The value goes to outbox_messages.max_attempts, an INT: a larger one passes here and
+		// then fails every Enqueue.
+		n, err := strconv.ParseInt(d.maxAttempts.v, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(d.maxAttempts.v, "-"), err == nil && n > math.MaxInt32:
+			v.ps.add(d.maxAttempts.p, "%s: max_attempts %s is over %d, the most the max_attempts column (INT) holds", what, d.maxAttempts.v, math.MaxInt32)
+		case err != nil || n < 1:
+			v.ps.add(d.maxAttempts.p, "%s: max_attempts must be a whole number from 1 to %d, found %q", what, math.MaxInt32, d.maxAttempts.v)
 		}
 	}
 	if d.timeout != nil {
@@ -234,6 +249,8 @@ func (v *validator) policy(d *policyDecl, what string, direct bool) {
 		var err error
 		if max, err = parseDuration(d.backoffMax.v); err != nil {
 			v.ps.add(d.backoffMax.p, "%s: backoff: max: %v", what, err)
+		} else if max > maxBackoff {
+			v.ps.add(d.backoffMax.p, "%s: backoff: max %s is over %s (100 years), the longest delay outbox.NewWorker accepts", what, d.backoffMax.v, shortDuration(maxBackoff))
 		}
 	}
 	if initial > 0 || max > 0 {
@@ -352,6 +369,7 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 		p, name, ok := splitGoType(f.goType.v)
 		if !ok || !goPathRe.MatchString(p) || !goIdentRe.MatchString(name) {
 			v.ps.add(f.goType.p, "%s: go: %q must be \"import/path.Type\" with an exported type name", what, f.goType.v)
+			v.badGo[f] = true
 			return
 		}
 		if first, _, _ := strings.Cut(p, "/"); !strings.Contains(first, ".") && !v.inKnownModule(p) && !stdPackage(p) {
@@ -364,6 +382,7 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 				fix = "did you mean " + strings.Join(fixes, " or ") + "?"
 			}
 			v.ps.add(f.goType.p, "%s: go: %q: no standard-library package %q, and other import paths start with a domain (%s)", what, f.goType.v, p, fix)
+			v.badGo[f] = true
 		}
 		return
 	}
@@ -459,6 +478,12 @@ func (v *validator) event(e *eventDecl) {
 			v.ps.add(k.p, "%s: listed twice", kwhat)
 		case f.optional:
 			v.ps.add(k.p, "%s: the field is optional; key fields must always be set", kwhat)
+		case f.goType != nil:
+			if !v.badGo[f] {
+				if problem := v.goKeyProblem(f.goType.v); problem != "" {
+					v.ps.add(k.p, "%s: %s", kwhat, problem)
+				}
+			}
 		case !v.keyScalar(f):
 			v.ps.add(k.p, "%s: its type %s cannot be a key (key fields are string, bool, int, int32, int64, uint32, uint64, time, an enum or a {go:} type of string kind)", kwhat, v.typeForKey(f))
 		}
@@ -480,11 +505,30 @@ func (v *validator) typeForKey(f *fieldDecl) string {
 	return te.base
 }
 
+// goKeyProblem says why the {go:} type goType cannot be a key field, or "". The key is built
+// with string(value), so the type must be a string kind, and the generator proves it from the
+// type's declaration: a type it cannot read is refused too, rather than left to fail in go
+// build after the file is written.
+func (v *validator) goKeyProblem(goType string) string {
+	if v.goTypes == nil {
+		v.goTypes = &goTypeChecker{catalogDir: filepath.Dir(v.ps.path)}
+	}
+	p, name, _ := splitGoType(goType)
+	k := v.goTypes.underlyingKind(p, name)
+	switch {
+	case k.err != nil:
+		return fmt.Sprintf("cannot check that {go: %s} is a string kind: %v (outboxgen reads a {go:} key type's declaration from GOROOT, this module, go.work, a replace directory, vendor/ or the module cache: run go mod download, or key on another field)", goType, k.err)
+	case k.kind != "string":
+		return fmt.Sprintf("{go: %s} is not a string kind: its underlying type is %s (a {go:} key field needs a type declared on string, such as type ID string; else key on a string, integer, bool, time or enum field)", goType, k.kind)
+	}
+	return ""
+}
+
 // keyScalar reports whether f may be a key field. A field without a type, or with an unknown
 // one, passes: its own error is enough.
 func (v *validator) keyScalar(f *fieldDecl) bool {
 	if f.goType != nil {
-		return true // the generated string(...) conversion makes the compiler check the kind
+		return true // goKeyProblem checks it
 	}
 	if f.typ == nil {
 		return true
