@@ -64,6 +64,11 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	mod.write(t, "cmd/allhandlers/main.go", allHandlers)
 	mod.write(t, "testdata/wrongpayload/main.go", strings.Replace(rightPayload, "shop.OrderPlaced{OrderID: \"o-1\"}", "shop.Line{Sku: \"x\"}", 1))
 	mod.write(t, "testdata/missinghandler/main.go", strings.Replace(allHandlers, "func (h) HandleOnlyMax", "func (h) handleOnlyMaxMisspelt", 1))
+	checksTest, err := os.ReadFile(filepath.Join("testdata", "buildchecks", "payload_checks_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod.write(t, "cases/ok_payload_checks/payload_checks_test.go", string(checksTest))
 	// The generator refuses a {go:} key field that is not a string kind (err_go_key_kind); if
 	// the type changes after generation (here: the import now names an int type), keyText's
 	// ~string constraint still makes it a compile error, not a key of one rune.
@@ -101,6 +106,14 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 			t.Fatalf("cmd/checks failed: %v\n%s", err, out)
 		}
 		checkChecksOutput(t, string(out))
+	})
+	t.Run("payload_checks", func(t *testing.T) {
+		// testdata/buildchecks/payload_checks_test.go: stored payloads that drifted from the
+		// catalog are refused by the generated decoder; Validate refuses invalid UTF-8.
+		out, err := mod.run(goBin, "test", "-count=1", "./cases/ok_payload_checks")
+		if err != nil {
+			t.Fatalf("go test of the generated payload checks failed: %v\n%s", err, out)
+		}
 	})
 	t.Run("wrong_payload_type_does_not_compile", func(t *testing.T) {
 		out, err := mod.run(goBin, "build", "./testdata/wrongpayload")

@@ -154,10 +154,13 @@ func exportData() (map[string]string, error) {
 }
 
 // generatorImports are the packages generated code imports on its own.
-var generatorImports = map[string]bool{
-	"context": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true,
-	"fmt": true, "maps": true, "slices": true, "strconv": true, "strings": true, "time": true, outboxPkg: true,
-}
+var generatorImports = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range generatedImportPaths {
+		m[p] = true
+	}
+	return m
+}()
 
 type importerFunc func(path string) (*types.Package, error)
 

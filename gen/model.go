@@ -39,9 +39,11 @@ type namedType struct {
 	enum   bool
 	values []enumValue
 	fields []*field
-	// validates: Validate() has something to check (an enum somewhere inside).
+	// validates: Validate() has something to check (an enum or a string somewhere inside).
 	validates bool
-	enums     []*namedType // inline enums of a struct's fields, declared before it
+	// decoded: a struct that an outbox event's payload holds, so the file has its checkXJSON.
+	decoded bool
+	enums   []*namedType // inline enums of a struct's fields, declared before it
 }
 
 type enumValue struct{ wire, goName string }
@@ -126,7 +128,29 @@ func buildModel(c *catalog, catalogPath string) *file {
 		f.events = append(f.events, ev)
 	}
 	markValidates(f)
+	for _, e := range f.outboxEvents() {
+		for _, fl := range e.fields {
+			markDecoded(fl.t)
+		}
+	}
 	return f
+}
+
+// markDecoded marks the structs inside t: a stored payload holding them is checked by their
+// checkXJSON functions.
+func markDecoded(t *goType) {
+	switch t.kind {
+	case kNamed:
+		if t.named.enum || t.named.decoded {
+			return
+		}
+		t.named.decoded = true
+		for _, fl := range t.named.fields {
+			markDecoded(fl.t)
+		}
+	case kSlice, kMap:
+		markDecoded(t.elem)
+	}
 }
 
 // relCatalog names the catalog as seen from the output's directory (examples/events/x.go ->
@@ -220,8 +244,8 @@ func resolvePolicy(e, d *policyDecl, direct bool) policy {
 	return p
 }
 
-// markValidates decides which named types have something to validate (an enum inside,
-// directly or through other types), iterating to a fixed point because types may refer to
+// markValidates decides which named types have something to validate (an enum or a string
+// inside, directly or through other types), iterating to a fixed point because types may refer to
 // each other through lists, maps and pointers.
 func markValidates(f *file) {
 	var all []*namedType
@@ -252,12 +276,44 @@ func markValidates(f *file) {
 	}
 }
 
+// needsValidate reports whether Validate checks values of t: enums, and strings, which must
+// be valid UTF-8 (encoding/json would replace the bad bytes with U+FFFD and store another
+// value than the one given), map keys included.
 func needsValidate(t *goType) bool {
 	switch t.kind {
 	case kNamed:
 		return t.named.validates
-	case kSlice, kMap:
+	case kSlice:
 		return needsValidate(t.elem)
+	case kMap:
+		return true // its keys are strings
+	case kBuiltin:
+		return t.builtin == "string"
+	}
+	return false
+}
+
+// needsWireCheck reports whether a stored value of t is checked beyond json.Unmarshal: a
+// struct's fields must be present, an enum's value must be in the catalog.
+func needsWireCheck(t *goType) bool {
+	switch t.kind {
+	case kNamed:
+		return true
+	case kSlice, kMap:
+		return needsWireCheck(t.elem)
+	}
+	return false
+}
+
+// nullOnWire reports whether Enqueue writes null for some value of t that is not a nil
+// pointer: a nil list, map, []byte or json.RawMessage, and any {go:} type (its own
+// MarshalJSON decides). A stored null for a field of another type is a problem.
+func nullOnWire(t *goType) bool {
+	switch t.kind {
+	case kSlice, kMap, kGo:
+		return true
+	case kBuiltin:
+		return t.builtin == "bytes" || t.builtin == "json"
 	}
 	return false
 }

@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
@@ -53,6 +55,17 @@ func (v Money) Validate() error {
 	return errors.Join(errs...)
 }
 
+// checkMoneyJSON records in c what is wrong with a stored "money" object at path (see
+// payloadCheck).
+func checkMoneyJSON(c *payloadCheck, path string, raw json.RawMessage) {
+	if o, ok := c.object(path, raw); ok {
+		o.required("amount")
+		if v := o.required("currency"); v != nil {
+			c.enum(o.path("currency"), v, "KRW", "USD", "EUR")
+		}
+	}
+}
+
 // WelcomeEmail is the payload of the "welcome_email" event (delivery: outbox).
 //
 // Sent once after a company signs up.
@@ -76,9 +89,19 @@ func (e WelcomeEmail) IdempotencyKey() string {
 	return idempotencyKey("welcome_email", strconv.FormatInt(e.CompanyID, 10))
 }
 
-// Validate returns nil: WelcomeEmail has no enum or key field to check.
-func (WelcomeEmail) Validate() error {
-	return nil
+// Validate returns every problem with e: strings that are not valid UTF-8 (encoding/json
+// would store U+FFFD instead of their bytes).
+func (e WelcomeEmail) Validate() error {
+	var errs []error
+	if !utf8.ValidString(e.Email) {
+		errs = append(errs, errors.New("welcome_email: email is not valid UTF-8"))
+	}
+	if e.Plan != nil {
+		if !utf8.ValidString(*e.Plan) {
+			errs = append(errs, errors.New("welcome_email: plan is not valid UTF-8"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // WelcomeEmailHandler handles "welcome_email" events.
@@ -110,20 +133,40 @@ func EnqueueWelcomeEmail(ctx context.Context, tx outbox.DBTX, e WelcomeEmail, op
 
 // RegisterWelcomeEmail routes "welcome_email" messages to h with the catalog's
 // max_attempts 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
-// rest). A payload that does not decode fails permanently; unknown JSON fields are
-// ignored, so an older catalog reads rows a newer one wrote.
+// rest). A payload that does not decode, lacks a field that is not optional, or holds an
+// enum value outside the catalog fails permanently and never reaches h (see
+// decodeWelcomeEmail); unknown JSON fields are ignored, so an older catalog reads rows a
+// newer one wrote.
 func RegisterWelcomeEmail(r *outbox.Router, h WelcomeEmailHandler) {
 	r.Handle("welcome_email", outbox.Policy{
 		MaxAttempts: 10,
 		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
 		Timeout:     time.Minute,
 	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
-		var e WelcomeEmail
-		if err := json.Unmarshal(payload, &e); err != nil {
-			return outbox.Permanent(fmt.Errorf("welcome_email: decode payload: %w", err))
+		e, err := decodeWelcomeEmail(payload)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("welcome_email: %w", err))
 		}
 		return h.HandleWelcomeEmail(ctx, e, d)
 	})
+}
+
+// decodeWelcomeEmail decodes a stored welcome_email payload for its handler. Beyond
+// json.Unmarshal, it fails a payload that no EnqueueWelcomeEmail of this catalog wrote: a
+// field that is not optional is missing (renamed in the catalog while the row was
+// pending) or null, or an enum holds a value the catalog does not list. Optional fields
+// may be absent or null; unknown fields are ignored.
+func decodeWelcomeEmail(payload json.RawMessage) (WelcomeEmail, error) {
+	var e WelcomeEmail
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return e, fmt.Errorf("decode payload: %w", err)
+	}
+	c := &payloadCheck{}
+	if o, ok := c.object("", payload); ok {
+		o.required("company_id")
+		o.required("email")
+	}
+	return e, c.err()
 }
 
 // PaymentFailed is the payload of the "payment_failed" event (delivery: outbox).
@@ -151,15 +194,24 @@ func (e PaymentFailed) IdempotencyKey() string {
 	return idempotencyKey("payment_failed", e.InvoiceID)
 }
 
-// Validate returns every problem with e: enum fields outside their values and empty key
-// strings.
+// Validate returns every problem with e: enum fields outside their values, strings that
+// are not valid UTF-8 (encoding/json would store U+FFFD instead of their bytes) and empty
+// key strings.
 func (e PaymentFailed) Validate() error {
 	var errs []error
 	if e.InvoiceID == "" {
 		errs = append(errs, errors.New("payment_failed: invoice_id is empty; it is part of the idempotency key"))
 	}
+	if !utf8.ValidString(e.InvoiceID) {
+		errs = append(errs, errors.New("payment_failed: invoice_id is not valid UTF-8"))
+	}
 	if err := e.Amount.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("payment_failed: amount: %w", err))
+	}
+	for i1, x1 := range e.Reasons {
+		if !utf8.ValidString(x1) {
+			errs = append(errs, fmt.Errorf("payment_failed: reasons[%d] is not valid UTF-8", i1))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -202,20 +254,45 @@ func EnqueuePaymentFailed(ctx context.Context, tx outbox.DBTX, e PaymentFailed, 
 
 // RegisterPaymentFailed routes "payment_failed" messages to h with the catalog's
 // max_attempts 12, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
-// rest). A payload that does not decode fails permanently; unknown JSON fields are
-// ignored, so an older catalog reads rows a newer one wrote.
+// rest). A payload that does not decode, lacks a field that is not optional, or holds an
+// enum value outside the catalog fails permanently and never reaches h (see
+// decodePaymentFailed); unknown JSON fields are ignored, so an older catalog reads rows a
+// newer one wrote.
 func RegisterPaymentFailed(r *outbox.Router, h PaymentFailedHandler) {
 	r.Handle("payment_failed", outbox.Policy{
 		MaxAttempts: 12,
 		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
 		Timeout:     time.Minute,
 	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
-		var e PaymentFailed
-		if err := json.Unmarshal(payload, &e); err != nil {
-			return outbox.Permanent(fmt.Errorf("payment_failed: decode payload: %w", err))
+		e, err := decodePaymentFailed(payload)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("payment_failed: %w", err))
 		}
 		return h.HandlePaymentFailed(ctx, e, d)
 	})
+}
+
+// decodePaymentFailed decodes a stored payment_failed payload for its handler. Beyond
+// json.Unmarshal, it fails a payload that no EnqueuePaymentFailed of this catalog wrote:
+// a field that is not optional is missing (renamed in the catalog while the row was
+// pending) or null, or an enum holds a value the catalog does not list. Optional fields
+// may be absent or null; unknown fields are ignored.
+func decodePaymentFailed(payload json.RawMessage) (PaymentFailed, error) {
+	var e PaymentFailed
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return e, fmt.Errorf("decode payload: %w", err)
+	}
+	c := &payloadCheck{}
+	if o, ok := c.object("", payload); ok {
+		o.required("subscription_id")
+		o.required("invoice_id")
+		if v := o.required("amount"); v != nil {
+			checkMoneyJSON(c, o.path("amount"), v)
+		}
+		o.required("failed_at")
+		o.nullable("reasons")
+	}
+	return e, c.err()
 }
 
 // OpsDBWriteFailed is the payload of the "ops_db_write_failed" event (delivery: direct).
@@ -238,9 +315,17 @@ func (OpsDBWriteFailed) IdempotencyKey() string {
 	return ""
 }
 
-// Validate returns nil: OpsDBWriteFailed has no enum or key field to check.
-func (OpsDBWriteFailed) Validate() error {
-	return nil
+// Validate returns every problem with e: strings that are not valid UTF-8 (encoding/json
+// would store U+FFFD instead of their bytes).
+func (e OpsDBWriteFailed) Validate() error {
+	var errs []error
+	if !utf8.ValidString(e.Operation) {
+		errs = append(errs, errors.New("ops_db_write_failed: operation is not valid UTF-8"))
+	}
+	if !utf8.ValidString(e.Detail) {
+		errs = append(errs, errors.New("ops_db_write_failed: detail is not valid UTF-8"))
+	}
+	return errors.Join(errs...)
 }
 
 // OpsDBWriteFailedHandler handles "ops_db_write_failed" events.
@@ -299,6 +384,103 @@ func idempotencyKey(eventType string, values ...string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// payloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal
+// reports: a field that is not optional but missing or null (Enqueue writes every field,
+// and null only for nil pointers, lists, maps, bytes, json and {go:} values), or an enum
+// value the catalog does not list. Each problem names its field by its path in the JSON
+// ("amount.currency", "lines[2].sku"). Unknown fields are not problems.
+type payloadCheck struct {
+	problems []string
+}
+
+// add records a problem of the value at path ("" is the payload itself).
+func (c *payloadCheck) add(path, problem string) {
+	if path == "" {
+		c.problems = append(c.problems, "the payload"+problem)
+		return
+	}
+	c.problems = append(c.problems, fmt.Sprintf("field %q%s", path, problem))
+}
+
+// err returns every problem as one error (one line, for last_error), or nil.
+func (c *payloadCheck) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return errors.New("payload: " + strings.Join(c.problems, "; "))
+}
+
+// object returns the JSON object raw, the value at path. null is a problem: Enqueue never
+// writes null for a struct.
+func (c *payloadCheck) object(path string, raw json.RawMessage) (payloadObject, bool) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		c.add(path, " is not a JSON object")
+		return payloadObject{}, false
+	}
+	if members == nil {
+		c.add(path, " is null")
+		return payloadObject{}, false
+	}
+	return payloadObject{c: c, at: path, members: members}, true
+}
+
+// enum records the value raw at path unless it is one of values.
+func (c *payloadCheck) enum(path string, raw json.RawMessage, values ...string) {
+	var v string
+	switch {
+	case string(raw) == "null":
+		c.add(path, " is null")
+	case json.Unmarshal(raw, &v) != nil:
+		c.add(path, " is not a string")
+	case !slices.Contains(values, v):
+		c.add(path, fmt.Sprintf(": %q is not one of %s", v, strings.Join(values, ", ")))
+	}
+}
+
+// payloadObject is a JSON object of a stored payload, at a path.
+type payloadObject struct {
+	c       *payloadCheck
+	at      string
+	members map[string]json.RawMessage
+}
+
+// path is the path of the member name.
+func (o payloadObject) path(name string) string {
+	if o.at == "" {
+		return name
+	}
+	return o.at + "." + name
+}
+
+// required returns the member name, or nil after recording that it is missing or null.
+func (o payloadObject) required(name string) json.RawMessage {
+	raw, ok := o.members[name]
+	switch {
+	case !ok:
+		o.c.add(o.path(name), " is missing")
+	case string(raw) == "null":
+		o.c.add(o.path(name), " is null")
+	default:
+		return raw
+	}
+	return nil
+}
+
+// nullable returns the member name, nil when it is null (a nil list, map, []byte,
+// json.RawMessage or {go:} value), or nil after recording that it is missing.
+func (o payloadObject) nullable(name string) json.RawMessage {
+	raw, ok := o.members[name]
+	if !ok {
+		o.c.add(o.path(name), " is missing")
+		return nil
+	}
+	if string(raw) == "null" {
+		return nil
+	}
+	return raw
 }
 
 // sendDirect calls fn until it succeeds, up to p.MaxAttempts times (3 when unset), within

@@ -12,8 +12,9 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-// The generated code of the repository's own catalog, as an application uses it. These tests
-// need no database: Validate, the wire format and SendX never touch one.
+// The generated code of the repository's own catalog, as an application uses it. Validate,
+// the wire format and SendX need no database; TestDriftedPayloadFailsBeforeTheHandler runs a
+// worker on one (OUTBOX_TEST_DSN, else it is skipped).
 
 func TestPaymentFailedWireFormat(t *testing.T) {
 	kst := time.FixedZone("KST", 9*3600)
@@ -50,6 +51,32 @@ func TestEnqueueValidatesBeforeTouchingTheTransaction(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// Enqueue validates strings as UTF-8 (encoding/json would store U+FFFD instead of the bytes
+// given, silently), inside lists and nested types too, before touching the transaction.
+func TestEnqueueRefusesInvalidUTF8(t *testing.T) {
+	bad := events.PaymentFailed{
+		SubscriptionID: 7, InvoiceID: "inv-\xff",
+		Amount:  events.Money{Amount: 1, Currency: events.MoneyCurrencyUSD},
+		Reasons: []string{"card_declined", "caf\xe9"},
+	}
+	_, err := events.EnqueuePaymentFailed(context.Background(), nil, bad)
+	if err == nil {
+		t.Fatal("a payload with invalid UTF-8 was accepted")
+	}
+	for _, want := range []string{"payment_failed: invoice_id is not valid UTF-8", "payment_failed: reasons[1] is not valid UTF-8"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	plan := "pro\xc3"
+	if err := (events.WelcomeEmail{CompanyID: 1, Email: "a@b.c", Plan: &plan}).Validate(); err == nil || err.Error() != "welcome_email: plan is not valid UTF-8" {
+		t.Errorf("WelcomeEmail.Validate with an invalid optional string: %v", err)
+	}
+	if err := (events.OpsDBWriteFailed{Operation: "é", Detail: "\x80"}).Validate(); err == nil || err.Error() != "ops_db_write_failed: detail is not valid UTF-8" {
+		t.Errorf("OpsDBWriteFailed.Validate: %v", err)
 	}
 }
 

@@ -1,0 +1,136 @@
+package events_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// logWriter sends the worker's log lines to t.Log: shown with -v or when the test fails.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// recorder is a Handlers that records what reaches it.
+type recorder struct {
+	mu       sync.Mutex
+	payments []events.PaymentFailed
+	welcomes []events.WelcomeEmail
+}
+
+func (r *recorder) HandlePaymentFailed(_ context.Context, e events.PaymentFailed, _ outbox.Delivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.payments = append(r.payments, e)
+	return nil
+}
+
+func (r *recorder) HandleWelcomeEmail(_ context.Context, e events.WelcomeEmail, _ outbox.Delivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.welcomes = append(r.welcomes, e)
+	return nil
+}
+
+// Rows stored by an older catalog (a field renamed since, an enum value since removed, a null)
+// are FAILED at the first attempt with an error naming the event and the field, and never reach
+// the typed handler as zero values; the current payload, with an unknown extra field, is SENT.
+func TestDriftedPayloadFailsBeforeTheHandler(t *testing.T) {
+	db := testdb.Migrated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const good = `{"subscription_id":7,"invoice_id":"inv-1","amount":{"amount":1250,"currency":"USD"},"failed_at":"2026-03-01T00:00:00Z","reasons":null,"added_later":true}`
+	rows := []struct {
+		eventType, payload string
+		want               string // last_error, or "" for SENT
+	}{
+		{"payment_failed", good, ""},
+		// invoice_id was called invoice when this row was enqueued.
+		{"payment_failed", `{"subscription_id":7,"invoice":"inv-2","amount":{"amount":1250,"currency":"USD"},"failed_at":"2026-03-01T00:00:00Z","reasons":[]}`,
+			`attempt 1: permanent: payment_failed: payload: field "invoice_id" is missing`},
+		{"payment_failed", `{"subscription_id":7,"invoice_id":"inv-3","amount":{"amount":1250,"currency":"XXX"},"failed_at":"2026-03-01T00:00:00Z","reasons":[]}`,
+			`attempt 1: permanent: payment_failed: payload: field "amount.currency": "XXX" is not one of KRW, USD, EUR`},
+		{"payment_failed", `{"subscription_id":7,"invoice_id":null,"amount":{"amount":1250},"failed_at":"2026-03-01T00:00:00Z","reasons":[]}`,
+			`attempt 1: permanent: payment_failed: payload: field "invoice_id" is null; field "amount.currency" is missing`},
+		// plan is optional: absent is fine; email is not.
+		{"welcome_email", `{"company_id":42,"email":"a@example.com"}`, ""},
+		{"welcome_email", `{"company_id":43,"mail":"b@example.com","plan":null}`, `attempt 1: permanent: welcome_email: payload: field "email" is missing`},
+	}
+	ids := make([]outbox.MessageID, len(rows))
+	if err := outbox.InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		for i, r := range rows {
+			id, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: r.eventType, Payload: json.RawMessage(r.payload)})
+			if err != nil {
+				return err
+			}
+			ids[i] = id
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	h := &recorder{}
+	w, err := outbox.NewWorker(db.DB, events.NewRouter(h), outbox.Config{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	for i := range rows {
+		for {
+			rec, err := outbox.Inspect(ctx, db.DB, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status == outbox.StatusSent || rec.Status == outbox.StatusFailed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("message %d is still %s", ids[i], rec.Status)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	for i, r := range rows {
+		rec, err := outbox.Inspect(ctx, db.DB, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.want == "" && rec.Status != outbox.StatusSent:
+			t.Errorf("row %d (%s): %s, last_error %q; want SENT", i, r.payload, rec.Status, rec.LastError)
+		case r.want != "" && (rec.Status != outbox.StatusFailed || rec.LastError != r.want || rec.Attempts != 1):
+			t.Errorf("row %d (%s): %s after %d attempts, last_error %q;\nwant FAILED at the first attempt with %q", i, r.payload, rec.Status, rec.Attempts, rec.LastError, r.want)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.payments) != 1 || h.payments[0].InvoiceID != "inv-1" || h.payments[0].Amount.Currency != events.MoneyCurrencyUSD {
+		t.Errorf("PaymentFailed handler got %+v; want only inv-1 (drifted rows must not reach it)", h.payments)
+	}
+	if len(h.welcomes) != 1 || h.welcomes[0].Email != "a@example.com" || h.welcomes[0].Plan != nil {
+		t.Errorf("WelcomeEmail handler got %+v; want only company 42", h.welcomes)
+	}
+}
