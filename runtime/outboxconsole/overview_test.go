@@ -1,0 +1,122 @@
+package outboxconsole
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// TestOverviewMatchesStats builds a table in every state and reads the overview: each type's
+// row and the totals show what outbox.Stats says, and the alerts are worded like
+// `outboxgen status --check`.
+//
+//	welcome_email   3 due PENDING (one due since 20m: nobody claims), 1 delayed 1h, 2 SENT
+//	invoice_paid    PROCESSING: 1 healthy, 1 stale (lease 5m ended 1m ago), 1 stuck (claimed
+//	                20m ago with a 5m lease)
+//	payment_failed  FAILED 10m ago and 3h ago
+func TestOverviewMatchesStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insert("welcome_email", "PENDING", `{}`, 0, secs(-1200), nil, nil, nil, nil, nil, "")
+	b.enqueue("welcome_email", `{"n":1}`)
+	b.enqueue("welcome_email", `{"n":2}`)
+	b.enqueue("welcome_email", `{"n":3}`, outbox.Delay(3600e9))
+	b.sent("welcome_email", 60)
+	b.sent("welcome_email", 8*86400)
+	b.processing("invoice_paid", 60, 300)
+	b.processing("invoice_paid", 360, 300)
+	b.processing("invoice_paid", 1200, 300)
+	b.failed("payment_failed", 600, "card declined")
+	b.failed("payment_failed", 3*3600, "gateway timeout")
+
+	r := b.get("/")
+	if r.status != 200 {
+		t.Fatalf("GET / = %d\n%s", r.status, r.body)
+	}
+	snap, err := outbox.Stats(context.Background(), b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.ByType) != 3 {
+		t.Fatalf("the scenario should give 3 types, Stats gives %+v", snap.ByType)
+	}
+	for typ, tc := range snap.ByType {
+		cells := rowCells(t, r.body, typ)
+		want := []string{typ}
+		for _, n := range []int64{tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed} {
+			want = append(want, strconv.FormatInt(n, 10))
+		}
+		if got := cells[:7]; strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("row %s = %v, want %v (outbox.Stats)", typ, got, want)
+		}
+	}
+	// The scripted numbers themselves, so that a Stats that drifted would not pass along.
+	for id, want := range map[string]int64{
+		"total-pending": 4, "total-due": 3, "total-processing": 3, "total-stale": 2, "total-stuck": 1, "total-failed": 2,
+	} {
+		if !regexp.MustCompile(fmt.Sprintf(`id="%s"[^>]*>%d<`, id, want)).MatchString(r.body) {
+			t.Errorf("total %s is not %d:\n%s", id, want, r.body)
+		}
+	}
+	if got := rowCells(t, r.body, "welcome_email")[8]; got != "20m" && got != "20m1s" && got != "20m2s" {
+		t.Errorf("welcome_email's oldest due = %q, want about 20m", got)
+	}
+	b.mustContain(r,
+		"1 message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming",
+		"due messages have waited more than 10m and nobody claims them: are the workers for welcome_email running?",
+		"1 message(s) FAILED within the last 1h",
+		"1 message(s) PROCESSING past their lease: their worker died or hung; a live worker reclaims them",
+		`<a href="failed?type=payment_failed">2</a>`,
+	)
+	if strings.Contains(r.body, "SENT") && strings.Contains(r.body, "<th class=\"num\">sent") {
+		t.Error("the overview counts SENT rows; it must not (that part of the table grows without bound)")
+	}
+}
+
+// TestOverviewHealthy: an empty table says so, and no alert.
+func TestOverviewHealthy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.get("/")
+	if r.status != 200 {
+		t.Fatalf("GET / = %d", r.status)
+	}
+	b.mustContain(r, "check: ok", "the outbox is empty")
+	if strings.Contains(r.body, "ALERT") {
+		t.Errorf("an empty outbox raised an alert:\n%s", r.body)
+	}
+}
+
+// TestOverviewBehindNotIdle: a type whose workers claim (rows PROCESSING within their lease)
+// but whose due rows wait is "claiming but behind", not "nobody claims".
+func TestOverviewBehindNotIdle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insert("bulk", "PENDING", `{}`, 0, secs(-1800), nil, nil, nil, nil, nil, "")
+	b.processing("bulk", 5, 300)
+	r := b.get("/")
+	b.mustContain(r, "due messages have waited more than 10m: the workers for bulk are claiming but behind")
+	if strings.Contains(r.body, "nobody claims them") {
+		t.Errorf("a busy fleet was reported as idle:\n%s", r.body)
+	}
+}
+
+// TestOverviewReadOnlyHasNoButtons: without AllowWrites no form posts anywhere and no CSRF
+// token is on the page.
+func TestOverviewReadOnlyHasNoButtons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.failed("payment_failed", 60, "x")
+	for _, path := range []string{"/", "/failed", fmt.Sprintf("/message?id=%d", id)} {
+		r := b.get(path)
+		if strings.Contains(r.body, `method="post"`) || strings.Contains(r.body, b.c.csrf) {
+			t.Errorf("read-only %s has a write form or the CSRF token:\n%s", path, r.body)
+		}
+		b.mustContain(r, "read-only")
+	}
+}

@@ -1,0 +1,414 @@
+package outboxconsole
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
+	"github.com/outboxgen/outboxgen/runtime/mysqllock"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// The read pages: overview, failed, message, jobs. Each runs the runtime's own calls
+// (outbox.Stats, Retry's dry run, Inspect, mysqllock.LastRuns) or the console's list query, so
+// the console, the CLI and an application's dashboard agree.
+
+func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), c.cfg.timeout)
+}
+
+// ---- overview ----
+
+type typeRow struct {
+	Type                                           string
+	Pending, Due, Processing, Stale, Stuck, Failed int64
+	OldestPending, OldestDue                       string
+}
+
+type overviewData struct {
+	Err                    string
+	Alerts                 []alert
+	Total                  typeRow
+	Types                  []typeRow
+	Charts                 []chartPanel
+	Every, Since           string
+	SampleErr, SampleErrAt string
+	MaxDueAge, Window      string
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	now := c.cfg.now()
+	d := overviewData{Every: formatAge(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window)}
+	samples, sampleErr, errAt := c.samp.snapshot()
+	d.Charts = charts(samples, now)
+	if len(samples) > 0 {
+		d.Since = samples[0].At.UTC().Format(time.TimeOnly)
+	}
+	if sampleErr != nil {
+		d.SampleErr, d.SampleErrAt = c.errText(sampleErr), errAt.UTC().Format(time.TimeOnly)
+	}
+	status := http.StatusOK
+	snap, err := outbox.Stats(ctx, c.db)
+	var recent int64
+	if err == nil && snap.Failed > 0 {
+		recent, err = outbox.Retry(ctx, c.db, outbox.Filter{FailedSince: now.Add(-c.cfg.window), DryRun: true})
+	}
+	if err != nil {
+		d.Err = c.errText(err)
+		status = http.StatusServiceUnavailable
+	} else {
+		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.window, recent, c.clean)
+		d.Total = typeRow{Type: "total", Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
+			Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
+			OldestPending: ageIf(snap.Pending, snap.OldestPending), OldestDue: ageIf(snap.Due, snap.OldestDue)}
+		for t, tc := range snap.ByType {
+			d.Types = append(d.Types, typeRow{Type: c.clean(t), Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+				Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed,
+				OldestPending: ageIf(tc.Pending, tc.OldestPending), OldestDue: ageIf(tc.Due, tc.OldestDue)})
+		}
+		sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Type < d.Types[j].Type })
+	}
+	c.renderRefresh(w, r, status, "overview", d, 10)
+}
+
+// ageIf prints an age, or "-" when nothing is counted (as `outboxgen status` does).
+func ageIf(n int64, d time.Duration) string {
+	if n == 0 {
+		return "-"
+	}
+	return formatAge(d)
+}
+
+// ---- failed ----
+
+type failedRow struct {
+	ID                    int64
+	Type                  string
+	Attempts, MaxAttempts int32
+	FailedAt, Ago         string
+	Error                 string
+}
+
+type typeOption struct {
+	Name     string
+	Failed   int64
+	Selected bool
+}
+
+type failedData struct {
+	Type             string
+	Types            []typeOption
+	TotalFailed      int64
+	Count            int64
+	Rows             []failedRow
+	Page, Pages      int64
+	From, To         int64
+	PrevURL, NextURL string
+	Notice, Err      string
+}
+
+// errorHeadLen is how much of last_error the list shows (the message page shows it whole).
+const errorHeadLen = 200
+
+func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	q := r.URL.Query()
+	d := failedData{Type: q.Get("type"), Page: 1, Notice: notice(q)}
+	if p, err := strconv.ParseInt(q.Get("page"), 10, 64); err == nil && p > 1 {
+		d.Page = p
+	}
+	snap, err := outbox.Stats(ctx, c.db)
+	if err != nil {
+		d.Err = c.errText(err)
+		c.render(w, r, http.StatusServiceUnavailable, "failed", d)
+		return
+	}
+	d.TotalFailed = snap.Failed
+	d.Count = snap.Failed
+	if d.Type != "" {
+		d.Count = snap.ByType[d.Type].Failed
+	}
+	seen := false
+	for t, tc := range snap.ByType {
+		if tc.Failed > 0 {
+			d.Types = append(d.Types, typeOption{Name: c.clean(t), Failed: tc.Failed, Selected: t == d.Type})
+			seen = seen || t == d.Type
+		}
+	}
+	if d.Type != "" && !seen {
+		d.Types = append(d.Types, typeOption{Name: c.clean(d.Type), Selected: true})
+	}
+	sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Name < d.Types[j].Name })
+	size := int64(c.cfg.pageSize)
+	d.Pages = max((d.Count+size-1)/size, 1)
+	offset := (d.Page - 1) * size
+	var anyType int64
+	if d.Type == "" {
+		anyType = 1
+	}
+	rows, err := store.New().MessageListFailedPage(ctx, c.db, store.MessageListFailedPageParams{
+		AnyType: anyType, EventType: d.Type, Limit: int32(size), Offset: int32(min(offset, 1<<31-1)),
+	})
+	if err != nil {
+		d.Err = c.errText(err)
+		c.render(w, r, http.StatusServiceUnavailable, "failed", d)
+		return
+	}
+	now := c.cfg.now()
+	for _, row := range rows {
+		fr := failedRow{ID: row.ID, Type: c.clean(row.EventType), Attempts: row.Attempts, MaxAttempts: row.MaxAttempts,
+			FailedAt: "-", Error: truncate(oneLine(c.clean(row.LastError.String)), errorHeadLen)}
+		if row.FailedAt.Valid {
+			fr.FailedAt, fr.Ago = stamp(row.FailedAt.Time), ago(now, row.FailedAt.Time)
+		}
+		d.Rows = append(d.Rows, fr)
+	}
+	if len(rows) > 0 {
+		d.From, d.To = offset+1, offset+int64(len(rows))
+	}
+	link := func(p int64) string {
+		v := url.Values{}
+		if d.Type != "" {
+			v.Set("type", d.Type)
+		}
+		if p > 1 {
+			v.Set("page", strconv.FormatInt(p, 10))
+		}
+		if len(v) == 0 {
+			return "failed"
+		}
+		return "failed?" + v.Encode()
+	}
+	if d.Page > 1 {
+		d.PrevURL = link(min(d.Page-1, d.Pages))
+	}
+	if d.Page < d.Pages {
+		d.NextURL = link(d.Page + 1)
+	}
+	d.Type = c.clean(d.Type)
+	c.render(w, r, http.StatusOK, "failed", d)
+}
+
+// notice is the line a page shows after a write redirected to it (?retried=N, ?purged=N):
+// numbers only, so a crafted link cannot put words on the page.
+func notice(q url.Values) string {
+	if n, err := strconv.ParseInt(q.Get("retried"), 10, 64); err == nil && n >= 0 {
+		return "Retried " + strconv.FormatInt(n, 10) + " message(s): FAILED → PENDING, due now, attempts reset. Workers pick them up at their next poll."
+	}
+	if n, err := strconv.ParseInt(q.Get("purged"), 10, 64); err == nil && n >= 0 {
+		return "Purged " + strconv.FormatInt(n, 10) + " FAILED message(s): deleted, never to be delivered."
+	}
+	return ""
+}
+
+// ---- message ----
+
+type timelineEntry struct {
+	at    time.Time
+	At    string
+	What  string
+	Note  string
+	Class string
+}
+
+type messageData struct {
+	ID                    int64
+	Type, Key, ClaimToken string
+	Status                string
+	Explain               string
+	Attempts, MaxAttempts int
+	Timeline              []timelineEntry
+	LastError             string
+	Payload, PayloadNote  string
+	Notice                string
+}
+
+func (c *Console) message(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	id, err := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
+	if err != nil || id <= 0 {
+		c.fail(w, r, http.StatusBadRequest, "message?id=N wants a positive message id.")
+		return
+	}
+	rec, err := outbox.Inspect(ctx, c.db, outbox.MessageID(id))
+	if errors.Is(err, outbox.ErrNotFound) {
+		c.fail(w, r, http.StatusNotFound, "No message "+strconv.FormatInt(id, 10)+" (purged, or never existed).")
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "Cannot read the message: "+c.errText(err))
+		return
+	}
+	now := c.cfg.now()
+	d := messageData{
+		ID: id, Type: c.clean(rec.EventType), Key: c.clean(rec.IdempotencyKey), ClaimToken: c.clean(rec.ClaimToken),
+		Status: string(rec.Status), Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts,
+		LastError: c.clean(rec.LastError), Notice: notice(r.URL.Query()),
+	}
+	if d.Key == "" {
+		d.Key = "msg:" + strconv.FormatInt(id, 10) + " (none stored: the worker delivers this)"
+	}
+	if d.ClaimToken == "" {
+		d.ClaimToken = "-"
+	}
+	d.Explain = explain(rec, now)
+	d.Timeline = timeline(rec, now)
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, rec.Payload, "", "  "); err == nil {
+		d.Payload = c.clean(pretty.String())
+	} else {
+		d.Payload = c.clean(string(rec.Payload))
+		d.PayloadNote = "Not valid JSON; shown as stored."
+	}
+	refresh := 0
+	if rec.Status == outbox.StatusPending || rec.Status == outbox.StatusProcessing {
+		refresh = 3 // on its way: show it arrive
+	}
+	c.renderRefresh(w, r, http.StatusOK, "message", d, refresh)
+}
+
+// explain says in a few words what a message's status means for it now.
+func explain(rec outbox.Record, now time.Time) string {
+	switch rec.Status {
+	case outbox.StatusPending:
+		if rec.NextAttemptAt.After(now) {
+			return "due in " + formatAge(rec.NextAttemptAt.Sub(now)) + " (backoff or delay)"
+		}
+		return "due: waiting for a worker"
+	case outbox.StatusProcessing:
+		lease := rec.ReclaimAfter.Sub(rec.ClaimedAt)
+		switch {
+		case lease > 0 && now.Sub(rec.ClaimedAt) > 3*lease:
+			return "stuck: past 3x its lease, nobody is reclaiming"
+		case now.After(rec.ReclaimAfter):
+			return "stale: past its lease; a live worker reclaims it"
+		}
+		return "a worker's handler has it; lease until " + stamp(rec.ReclaimAfter)
+	case outbox.StatusSent:
+		return "delivered"
+	case outbox.StatusFailed:
+		return "not tried again until someone retries it"
+	}
+	return ""
+}
+
+// timeline lists the row's times in order: what the table knows of the message's life (one
+// claim, the last; attempts counts them all).
+func timeline(rec outbox.Record, now time.Time) []timelineEntry {
+	var out []timelineEntry
+	add := func(t time.Time, what, class string) {
+		if t.IsZero() {
+			return
+		}
+		out = append(out, timelineEntry{at: t, At: stamp(t), What: what, Note: ago(now, t), Class: class})
+	}
+	add(rec.CreatedAt, "enqueued", "t-created")
+	switch {
+	case rec.Status == outbox.StatusPending && rec.Attempts > 0:
+		add(rec.NextAttemptAt, "due again (attempt "+strconv.Itoa(rec.Attempts+1)+" of "+strconv.Itoa(rec.MaxAttempts)+")", "t-due")
+	case rec.Status == outbox.StatusPending:
+		add(rec.NextAttemptAt, "due", "t-due")
+	case !rec.NextAttemptAt.Equal(rec.CreatedAt):
+		add(rec.NextAttemptAt, "last due", "t-due")
+	}
+	if !rec.ClaimedAt.IsZero() {
+		add(rec.ClaimedAt, "claimed (attempt "+strconv.Itoa(rec.Attempts)+" of "+strconv.Itoa(rec.MaxAttempts)+", the last claim)", "t-claim")
+		if rec.Status == outbox.StatusProcessing {
+			add(rec.ReclaimAfter, "lease ends", "t-lease")
+		}
+	}
+	add(rec.SentAt, "sent", "t-sent")
+	add(rec.FailedAt, "failed", "t-failed")
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+// ---- jobs ----
+
+type jobRow struct {
+	Job, Instance                  string
+	Period, Ago, Started, Finished string
+	Took                           string
+}
+
+type jobsData struct {
+	Job  string
+	Runs []jobRow
+	Err  string
+}
+
+func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	d := jobsData{Job: r.URL.Query().Get("job")}
+	var runs []mysqllock.JobRun
+	var err error
+	if d.Job != "" {
+		runs, err = mysqllock.Runs(ctx, c.db, d.Job, 100)
+	} else {
+		runs, err = mysqllock.LastRuns(ctx, c.db, 500)
+	}
+	status := http.StatusOK
+	if err != nil {
+		d.Err, status = c.errText(err), http.StatusServiceUnavailable
+	}
+	now := c.cfg.now()
+	for _, run := range runs {
+		d.Runs = append(d.Runs, jobRow{
+			Job: c.clean(run.Job), Instance: c.clean(run.Instance), Period: stamp(run.PeriodStart), Ago: ago(now, run.PeriodStart),
+			Started: stamp(run.StartedAt), Finished: stamp(run.FinishedAt), Took: formatTook(run.FinishedAt.Sub(run.StartedAt)),
+		})
+	}
+	d.Job = c.clean(d.Job)
+	c.render(w, r, status, "jobs", d)
+}
+
+// ---- formatting ----
+
+// stamp prints a database time (UTC) to the millisecond.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+// ago prints how long before now t was ("3m12s ago"), or after ("in 40s").
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	if d := now.Sub(t); d >= 0 {
+		return formatAge(d) + " ago"
+	}
+	return "in " + formatAge(t.Sub(now))
+}
+
+func formatTook(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return formatAge(d)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
