@@ -46,17 +46,28 @@ func unifiedDiff(path, old, new string) string {
 	var ops []op
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
-		switch {
-		case i < len(a) && j < len(b) && a[i] == b[j]:
+		if i < len(a) && j < len(b) && a[i] == b[j] {
 			ops = append(ops, op{' ', a[i], i, j})
 			i++
 			j++
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, op{'+', b[j], i, j})
-			j++
-		default:
-			ops = append(ops, op{'-', a[i], i, j})
-			i++
+			continue
+		}
+		// A change: follow the LCS to the next line both sides keep, then write the lines it
+		// removes before the lines it adds, as diff -u does (interleaved, a replaced block
+		// reads as noise).
+		i0, j0 := i, j
+		for (i < len(a) || j < len(b)) && !(i < len(a) && j < len(b) && a[i] == b[j]) {
+			if j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]) {
+				j++
+			} else {
+				i++
+			}
+		}
+		for k := i0; k < i; k++ {
+			ops = append(ops, op{'-', a[k], k, j0})
+		}
+		for k := j0; k < j; k++ {
+			ops = append(ops, op{'+', b[k], i, k})
 		}
 	}
 	const context = 3

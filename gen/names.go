@@ -64,8 +64,19 @@ func snakeName(s string) string {
 }
 
 // hint returns " (did you mean %q?)" for the candidate closest to s, when one is close enough
-// to be a likely typo, else "". Ties go to the earlier candidate in sorted order.
+// to be a likely typo, else "".
 func hint(s string, candidates []string, prefix string) string {
+	best := Suggest(s, candidates)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%q?)", prefix, best)
+}
+
+// Suggest returns the candidate closest to s when one is close enough to be a likely typo, or
+// a truncated or extended word, else "": the rule behind the generator's "did you mean"
+// hints, for the CLI's own. Case is ignored; ties go to the earlier candidate in sorted order.
+func Suggest(s string, candidates []string) string {
 	if len(s) > 64 {
 		return "" // no name is that long; skip the quadratic distance on hostile input
 	}
@@ -82,25 +93,22 @@ func hint(s string, candidates []string, prefix string) string {
 	if len(s) <= 3 {
 		limit = 1
 	}
-	if bestD < 0 || bestD > limit || bestD >= len(s) {
-		// A truncated or extended word ("idempotency", "maximum") is no typo but still a
-		// likely mistake: suggest the one candidate it is a prefix of, or that is its prefix.
-		match := ""
-		for _, c := range sorted {
-			ls, lc := strings.ToLower(s), strings.ToLower(c)
-			if len(ls) >= 3 && len(lc) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
-				if match != "" {
-					return ""
-				}
-				match = c
-			}
-		}
-		if match == "" {
-			return ""
-		}
-		best = match
+	if bestD >= 0 && bestD <= limit && bestD < len(s) {
+		return best
 	}
-	return fmt.Sprintf(" (did you mean %s%q?)", prefix, best)
+	// A truncated or extended word ("idempotency", "maximum") is no typo but still a likely
+	// mistake: suggest the one candidate it is a prefix of, or that is its prefix.
+	match := ""
+	for _, c := range sorted {
+		ls, lc := strings.ToLower(s), strings.ToLower(c)
+		if len(ls) >= 3 && len(lc) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
+			if match != "" {
+				return ""
+			}
+			match = c
+		}
+	}
+	return match
 }
 
 // editDistance is the Levenshtein distance counting an adjacent swap as one edit

@@ -80,9 +80,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "migrate":
 		return runMigrate(rest, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "outboxgen: unknown command %q\nRun 'outboxgen help' for the list of commands.\n", cmd)
+	did := ""
+	if s := gen.Suggest(cmd, commands); s != "" {
+		did = fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	fmt.Fprintf(stderr, "outboxgen: unknown command %q%s\nRun 'outboxgen help' for the list of commands.\n", cmd, did)
 	return genExitUsage
 }
+
+// commands are the names Main dispatches, for the hint after an unknown one.
+var commands = []string{"generate", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "help"}
 
 var catalogHelp = map[string]string{
 	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,57 @@ func TestOperatorCommandsAreDispatched(t *testing.T) {
 		if !strings.Contains(out+errOut, "usage: outboxgen "+cmd) {
 			t.Errorf("%s -h: exit %d, output %q %q; want that command's usage", cmd, code, out, errOut)
 		}
+	}
+}
+
+// An unknown command names the nearest known one; a word near none gets no guess. Every name
+// the hint offers is one Main dispatches.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, tc := range []struct{ cmd, hint string }{
+		{"stats", `did you mean "status"?`},
+		{"gen", `did you mean "generate"?`},
+		{"migarte", `did you mean "migrate"?`},
+		{"purg", `did you mean "purge"?`},
+		{"frobnicate", ""},
+	} {
+		code, out, errOut := run(tc.cmd)
+		first := strings.SplitN(errOut, "\n", 2)[0]
+		want := fmt.Sprintf("outboxgen: unknown command %q", tc.cmd)
+		if tc.hint != "" {
+			want += " (" + tc.hint + ")"
+		}
+		if code != 2 || out != "" || first != want || !strings.Contains(errOut, "outboxgen help") {
+			t.Errorf("outboxgen %s: exit %d, stderr %q; want 2 and %q", tc.cmd, code, errOut, want)
+		}
+	}
+	for _, cmd := range commands {
+		if _, _, errOut := run(cmd, "-h"); strings.Contains(errOut, "unknown command") {
+			t.Errorf("%q is offered as a hint but Main does not know it", cmd)
+		}
+	}
+}
+
+// diff writes a change's removed lines before its added lines, as diff -u does.
+func TestDiffRemovesBeforeAdds(t *testing.T) {
+	dir := writeCatalog(t, goodCatalog)
+	if code, _, errOut := run("generate"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errOut)
+	}
+	out := filepath.Join(dir, "gen", "events_outbox.go")
+	code1, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strings.Replace(string(code1), "\tCompanyID int64  `json:\"company_id\"`\n\tEmail     string `json:\"email\"`\n", "\tCompanyID int64 `json:\"companyId\"`\n", 1)
+	if stale == string(code1) {
+		t.Fatal("the generated struct is not as this test expects")
+	}
+	if err := os.WriteFile(out, []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, diff, _ := run("diff")
+	want := "-\tCompanyID int64 `json:\"companyId\"`\n+\tCompanyID int64  `json:\"company_id\"`\n+\tEmail     string `json:\"email\"`\n"
+	if code != 1 || !strings.Contains(diff, want) {
+		t.Fatalf("diff: exit %d; want 1 and the removed line before the added ones:\n%s\ngot:\n%s", code, want, diff)
 	}
 }

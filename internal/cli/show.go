@@ -28,8 +28,14 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	var ids idsFlag
 	c.fs.Var(&ids, "id", "the message's id")
 	asJSON := c.fs.Bool("json", false, "print JSON (outbox.Record's fields)")
+	args, bare := bareID(args)
 	if code, ok := c.parse(args); !ok {
 		return code
+	}
+	if bare != "" {
+		// "outboxgen show 6" is the natural thing to type; say how, rather than "takes no
+		// arguments". Only digits are echoed: an argument could be a pasted DSN.
+		return c.usageErr("give the id with --id: outboxgen show --id %s", bare)
 	}
 	if len(ids) != 1 {
 		return c.usageErr("give one message: --id N")
@@ -83,6 +89,37 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(&b, "payload:\n%s\n", indent(payload))
 	c.out.Write(b.Bytes())
 	return c.closeDB(db, opsExitOK)
+}
+
+// bareID finds a message id given without --id (show 6, show --dsn X 6, show 6 --json): the
+// only argument that is neither a flag nor a flag's value, when it is a number. It returns
+// args without it, so the flags around it are still parsed and checked, and the id; or args
+// unchanged and "".
+func bareID(args []string) ([]string, string) {
+	at := -1
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return args, ""
+		case len(a) > 1 && a[0] == '-':
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if (name == "dsn" || name == "id") && !hasValue {
+				i++ // the next argument is its value
+			}
+		case at >= 0:
+			return args, "" // two arguments: not a bare id
+		default:
+			at = i
+		}
+	}
+	if at < 0 {
+		return args, ""
+	}
+	if n, err := strconv.ParseInt(args[at], 10, 64); err != nil || n <= 0 {
+		return args, ""
+	}
+	return append(append([]string(nil), args[:at]...), args[at+1:]...), args[at]
 }
 
 // cleanJSON masks the password in the strings (values and keys) of a JSON document, and only
