@@ -49,6 +49,7 @@ type Worker struct {
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
 	claimFallbacks   atomic.Int64        // claims that fell back to the index scan
+	claims           atomic.Int64        // claim transactions started
 }
 
 type inflight struct {
@@ -229,13 +230,25 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	var scanned time.Time // when a claim last started from the front
 	rescan := false
 	down := outage{what: "claim"}
+	idle := w.cfg.MinPollInterval // the adaptive wait: MinPollInterval while rows arrive, up to PollInterval
+	var lastClaim time.Time
 	for {
 		if wait {
-			poll.Reset(down.backoff(w.cfg.PollInterval))
+			poll.Reset(down.backoff(idle))
 			select {
 			case <-ctx.Done():
 				return
 			case <-w.wake:
+				// Wakes in quick succession (InTx after every commit) share one claim.
+				if gap := wakeCoalesce - time.Since(lastClaim); gap > 0 {
+					poll.Stop()
+					poll.Reset(gap)
+					select {
+					case <-ctx.Done():
+						return
+					case <-poll.C:
+					}
+				}
 			case <-poll.C:
 			}
 			poll.Stop()
@@ -258,6 +271,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		} else {
 			scanned = time.Now()
 		}
+		lastClaim = time.Now()
+		w.claims.Add(1)
 		got, last, more, err := w.claimAndDispatch(ctx, n, from)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -277,6 +292,13 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		rescan = err == nil && seeking && !full
 		backlog = full || rescan
 		wait = !backlog
+		switch {
+		case err != nil:
+		case got > 0:
+			idle = w.cfg.MinPollInterval // rows are arriving: look again soon
+		default:
+			idle = min(2*idle, w.cfg.PollInterval) // nothing: back off towards PollInterval
+		}
 	}
 }
 

@@ -1,0 +1,131 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+)
+
+// An idle worker backs off to PollInterval: after a few empty claims it costs the database one
+// claim per PollInterval, not one per MinPollInterval.
+func TestIdleWorkerBacksOffToPollInterval(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	r := NewRouter()
+	r.Handle("idle", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: 300 * time.Millisecond, MinPollInterval: 5 * time.Millisecond})
+	stop := start(t, w)
+	defer stop()
+	time.Sleep(time.Second) // 5, 10, 20, ... ms: the ramp to 300 ms is over within about 0.6 s
+	before := w.claims.Load()
+	time.Sleep(1500 * time.Millisecond)
+	// At PollInterval, 5 claims in 1.5 s; at MinPollInterval it would be 300.
+	if n := w.claims.Load() - before; n > 10 {
+		t.Errorf("an idle worker made %d claims in 1.5 s with PollInterval 300ms, want about 5", n)
+	}
+}
+
+// Messages that keep arriving from another process (no Wake reaches the worker) are claimed
+// MinPollInterval after each other, not a PollInterval later.
+func TestSteadyTrafficFromAnotherProcessIsNotPollBound(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	var mu sync.Mutex
+	handledAt := map[MessageID]time.Time{}
+	r := NewRouter()
+	r.Handle("steady", Policy{}, func(_ context.Context, _ json.RawMessage, d Delivery) error {
+		mu.Lock()
+		handledAt[d.MessageID] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	// PollInterval 4 s: a message waiting for the next full poll would be seconds late.
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: 4 * time.Second, MinPollInterval: 20 * time.Millisecond})
+	stop := start(t, w)
+	defer stop()
+	producer := db.Open(t) // another pool: InTx on it wakes no worker, as in another process
+	committed := map[MessageID]time.Time{}
+	for i := 0; i < 60; i++ {
+		var id MessageID
+		err := InTx(context.Background(), producer, func(tx *sql.Tx) error {
+			var err error
+			id, err = Enqueue(context.Background(), tx, Message{EventType: "steady", Payload: json.RawMessage(`{}`)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed[id] = time.Now()
+		time.Sleep(25 * time.Millisecond)
+	}
+	waitFor(t, 10*time.Second, "all handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handledAt) == len(committed)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	late := 0
+	for id, at := range committed {
+		if handledAt[id].Sub(at) > time.Second {
+			late++
+		}
+	}
+	// Only the first message may wait for a poll from the worker's idle state.
+	if late > 1 {
+		t.Errorf("%d of %d steadily arriving messages were handled more than 1 s after commit (PollInterval 4s, MinPollInterval 20ms)", late, len(committed))
+	}
+}
+
+// A stream of InTx commits wakes the worker after each one; the wakes share claims instead of
+// costing a claim transaction per message.
+func TestWakesAreCoalesced(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	var mu sync.Mutex
+	handled := 0
+	r := NewRouter()
+	r.Handle("wake", Policy{}, func(context.Context, json.RawMessage, Delivery) error {
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		return nil
+	})
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute})
+	stop := start(t, w)
+	defer stop()
+	time.Sleep(100 * time.Millisecond)
+	before := w.claims.Load()
+	const producers, each = 8, 40
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				err := InTx(context.Background(), db.DB, func(tx *sql.Tx) error {
+					_, err := Enqueue(context.Background(), tx, Message{EventType: "wake", Payload: json.RawMessage(`{}`)})
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Second, "all handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled == producers*each
+	})
+	claims := w.claims.Load() - before
+	if ratio := float64(claims) / (producers * each); ratio > 0.5 {
+		t.Errorf("%d claims for %d woken messages (%.2f per message), want wakes to share claims", claims, producers*each, ratio)
+	}
+	t.Logf("%d claims for %d messages", claims, producers*each)
+}
