@@ -42,6 +42,7 @@ Operations (the database from --dsn or $OUTBOX_DSN):
   retry                       move FAILED messages back to PENDING
   purge                       delete SENT (or FAILED) messages older than a retention, or by id
   migrate                     create the missing tables; check the existing ones
+  console                     the on-call web page: counts, chart, FAILED messages, retry
 
   help                        this text; "outboxgen <command> -h" describes a command
 
@@ -79,6 +80,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return runPurge(rest, stdout, stderr)
 	case "migrate":
 		return runMigrate(rest, stdout, stderr)
+	case "console":
+		return runConsole(rest, stdout, stderr)
 	}
 	did := ""
 	if s := gen.Suggest(cmd, commands); s != "" {
@@ -89,7 +92,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the names Main dispatches, for the hint after an unknown one.
-var commands = []string{"generate", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "help"}
+var commands = []string{"generate", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "console", "help"}
 
 var catalogHelp = map[string]string{
 	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",
