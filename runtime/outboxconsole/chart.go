@@ -61,17 +61,27 @@ type seriesData struct {
 	format      func(float64) string
 }
 
-// panel draws series over [now-history, now].
-func panel(title string, now time.Time, data []seriesData) chartPanel {
+// span is the chart's width in time: the last hour, or less while the console has sampled for
+// less (but at least minSpan), so a console started a minute ago draws its minute across the
+// whole width instead of a sliver at the right edge.
+func span(samples []sample, now time.Time, minSpan time.Duration) time.Duration {
+	if len(samples) == 0 {
+		return history
+	}
+	return min(max(now.Sub(samples[0].At), minSpan), history)
+}
+
+// panel draws series over [now-width, now].
+func panel(title string, now time.Time, width time.Duration, data []seriesData) chartPanel {
 	p := chartPanel{
 		Title: title, Width: chartW, Height: chartH + chartTop + chartPadB,
 		Left: chartLeft, Right: chartW - 22, Top: chartTop, Bottom: chartTop + chartH,
 	}
 	p.ViewBox = fmt.Sprintf("0 0 %g %g", p.Width, p.Height)
 	p.MidX, p.MidY = (p.Left+p.Right)/2, (p.Top+p.Bottom)/2
-	start := now.Add(-history)
+	start := now.Add(-width)
 	x := func(t time.Time) float64 {
-		f := float64(t.Sub(start)) / float64(history)
+		f := float64(t.Sub(start)) / float64(width)
 		return round1(p.Left + math.Max(0, math.Min(1, f))*(p.Right-p.Left))
 	}
 	top := 0.0
@@ -90,12 +100,13 @@ func panel(title string, now time.Time, data []seriesData) chartPanel {
 	for _, f := range []float64{0, 0.5, 1} {
 		p.YTicks = append(p.YTicks, chartTick{Pos: y(f * scale), Label: compact(f * scale)})
 	}
-	for m := 60; m >= 0; m -= 15 {
-		label := fmt.Sprintf("−%dm", m)
-		if m == 0 {
+	for q := 4; q >= 0; q-- {
+		back := (width * time.Duration(q) / 4).Round(time.Second)
+		label := "−" + formatAge(back)
+		if q == 0 {
 			label = "now"
 		}
-		p.XTicks = append(p.XTicks, chartTick{Pos: x(now.Add(-time.Duration(m) * time.Minute)), Label: label})
+		p.XTicks = append(p.XTicks, chartTick{Pos: x(now.Add(-back)), Label: label})
 	}
 	var summary []string
 	for _, d := range data {
@@ -118,13 +129,14 @@ func panel(title string, now time.Time, data []seriesData) chartPanel {
 	if p.Empty {
 		p.Summary = title + ": no samples yet"
 	} else {
-		p.Summary = title + " over the last hour; now: " + strings.Join(summary, ", ")
+		p.Summary = title + " over the last " + formatAge(width) + "; now: " + strings.Join(summary, ", ")
 	}
 	return p
 }
 
-// charts draws the two panels from the samples.
-func charts(samples []sample, now time.Time) []chartPanel {
+// charts draws the two panels from the samples, at least minSpan wide.
+func charts(samples []sample, now time.Time, minSpan time.Duration) []chartPanel {
+	width := span(samples, now, minSpan)
 	var at []time.Time
 	var pending, processing, failed []float64
 	for _, s := range samples {
@@ -143,12 +155,12 @@ func charts(samples []sample, now time.Time) []chartPanel {
 		done = append(done, r.Done)
 	}
 	return []chartPanel{
-		panel("Backlog", now, []seriesData{
+		panel("Backlog", now, width, []seriesData{
 			{name: "pending", class: "s-pending", at: at, values: pending, format: count},
 			{name: "processing", class: "s-processing", at: at, values: processing, format: count},
 			{name: "failed", class: "s-failed", at: at, values: failed, format: count},
 		}),
-		panel("Throughput", now, []seriesData{
+		panel("Throughput", now, width, []seriesData{
 			{name: "enqueued", class: "s-enqueued", at: rAt, values: enq, format: perMin},
 			{name: "delivered", class: "s-sent", at: rAt, values: done, format: perMin},
 		}),

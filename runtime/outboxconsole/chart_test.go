@@ -2,6 +2,7 @@ package outboxconsole
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func TestChartDrawsTheLastHour(t *testing.T) {
 	for i := 0; i <= 80; i++ { // 80 minutes, one a minute: the first 20 are outside the hour
 		samples = append(samples, sample{At: now.Add(time.Duration(i-80) * time.Minute), Pending: int64(i * 3), MaxID: int64(i * 10)})
 	}
-	panels := charts(samples, now)
+	panels := charts(samples, now, time.Minute)
 	if len(panels) != 2 || panels[0].Title != "Backlog" || panels[1].Title != "Throughput" {
 		t.Fatalf("panels = %+v", panels)
 	}
@@ -61,10 +62,18 @@ func TestChartDrawsTheLastHour(t *testing.T) {
 			t.Errorf("point %q outside the plot [%g..%g]x[%g..%g]", p, backlog.Left, backlog.Right, backlog.Top, backlog.Bottom)
 		}
 	}
+	if panels[0].XTicks[0].Label != "−1h" || panels[0].XTicks[2].Label != "−30m" || panels[0].XTicks[4].Label != "now" {
+		t.Errorf("x ticks %+v, want −1h … −30m … now", panels[0].XTicks)
+	}
 	if !strings.Contains(panels[1].Summary, "enqueued 10/min") {
 		t.Errorf("throughput summary %q, want enqueued 10/min", panels[1].Summary)
 	}
-	empty := charts(nil, now)
+	// A console that has sampled for 2 minutes draws them across the whole width.
+	young := charts(samples[78:], now, time.Minute)[0]
+	if young.XTicks[0].Label != "−2m" || !strings.HasPrefix(young.Series[0].Points, fmt.Sprint(young.Left)+",") {
+		t.Errorf("a young chart starts at %q with points %q; want −2m and its first point at the left edge", young.XTicks[0].Label, young.Series[0].Points)
+	}
+	empty := charts(nil, now, time.Minute)
 	if !empty[0].Empty || !strings.Contains(empty[0].Summary, "no samples yet") {
 		t.Errorf("an empty chart = %+v", empty[0])
 	}

@@ -51,7 +51,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.now()
 	d := overviewData{Every: formatAge(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window)}
 	samples, sampleErr, errAt := c.samp.snapshot()
-	d.Charts = charts(samples, now)
+	d.Charts = charts(samples, now, 10*c.cfg.sampleEvery)
 	if len(samples) > 0 {
 		d.Since = samples[0].At.UTC().Format(time.TimeOnly)
 	}
