@@ -26,9 +26,9 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now;
 -- from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
 -- MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
 INSERT INTO outbox_messages (
-    event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
+    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), 'PENDING', 0, sqlc.arg(max_attempts),
+    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers), 'PENDING', 0, sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
@@ -57,7 +57,7 @@ LIMIT ?;
 -- this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
 -- both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
 -- ids it already holds.
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice('ids'))
   AND status = 'PENDING'
@@ -73,7 +73,7 @@ FOR UPDATE SKIP LOCKED;
 -- held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
 -- ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
 -- locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
@@ -321,6 +321,6 @@ WHERE status = sqlc.arg(status)
 -- name: MessageGet :one
 -- One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
 SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers
 FROM outbox_messages
 WHERE id = ?;

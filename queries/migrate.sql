@@ -16,5 +16,6 @@ SELECT CAST(COALESCE(RELEASE_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESC
 SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT(@@SESSION.binlog_format) AS binlog_format;
 
 -- name: SchemaProbe :one
--- NewWorker's check that outbox_messages exists: a primary-key probe that reads no row.
-SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0;
+-- NewWorker's check that outbox_messages exists and has the newest column (schema version 3's
+-- headers): a primary-key probe that reads no row. Error 1146 or 1054 means: run Migrate.
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0 AND headers IS NULL;

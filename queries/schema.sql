@@ -3,8 +3,8 @@
 -- tables that are missing. Every time column is written from the database clock
 -- (UTC_TIMESTAMP(6)), never the application's.
 --
--- Schema version 2 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
--- --upgrade` bring tables of version 1 up to it). What is compared as an identifier (event
+-- Schema version 3 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
+-- --upgrade` bring tables of earlier versions up to it: queries/upgrades/). What is compared as an identifier (event
 -- types, keys, consumers, job names, tokens) is VARBINARY: byte comparison on every server, where
 -- the default collations are case- and accent-blind and MariaDB's _bin ones ignore trailing
 -- spaces. The payload is text with a binary collation, so it comes back byte for byte (MySQL's JSON
@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     created_at      DATETIME(6)  NOT NULL,
     sent_at         DATETIME(6)  NULL,
     failed_at       DATETIME(6)  NULL,
+    -- Message headers as a JSON object of strings (outbox.Header; the trace context), written
+    -- once at enqueue; NULL when there are none. Since schema version 3.
+    headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     PRIMARY KEY (id),
     -- Serves the claim: WHERE status='PENDING' AND next_attempt_at <= now ORDER BY next_attempt_at, id.
     -- Its status prefix also serves everything else that selects by status: the reclaim and the
@@ -47,7 +50,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people: "was the message for this key sent?" Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';
 
 -- outbox.Once: a handler records (consumer, key) in its own transaction; the PRIMARY KEY makes
 -- the second insert a no-op, so the handler's DB effects happen at most once.
@@ -57,7 +60,7 @@ CREATE TABLE IF NOT EXISTS outbox_inbox (
     idem_key     VARBINARY(764) NOT NULL,
     processed_at DATETIME(6)  NOT NULL,
     PRIMARY KEY (consumer, idem_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';
 
 -- mysqllock run ledger: a job that must run once per period writes (job, period_start) after
 -- it succeeds; an instance that finds the row skips the period.
@@ -68,4 +71,4 @@ CREATE TABLE IF NOT EXISTS outbox_job_runs (
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 2';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';

@@ -33,13 +33,14 @@ func TestSchemaUpgradeOnVersion1(t *testing.T) {
 	}
 	r := runOps(runSchema, "--upgrade", "--dsn", db.DSN)
 	mustExit(t, r, opsExitOK)
-	if n := strings.Count(r.stdout, "ALTER TABLE "); n != 3 || !strings.Contains(r.stdout, "MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin") {
-		t.Errorf("schema --upgrade on version 1 printed %d ALTER TABLEs:\n%s\nwant the 3 of version 2", n, r.stdout)
+	if n := strings.Count(r.stdout, "ALTER TABLE "); n != 6 || !strings.Contains(r.stdout, "MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin") ||
+		!strings.Contains(r.stdout, "ADD COLUMN headers") {
+		t.Errorf("schema --upgrade on version 1 printed %d ALTER TABLEs:\n%s\nwant the 6 of versions 2 and 3", n, r.stdout)
 	}
 	mustExit(t, runOps(runMigrate, "--dsn", db.DSN), opsExitOK)
 	r = runOps(runSchema, "--upgrade", "--dsn", db.DSN)
 	mustExit(t, r, opsExitOK)
-	if !strings.Contains(r.stdout, "schema version 2: nothing to do") {
+	if !strings.Contains(r.stdout, "schema version 3: nothing to do") {
 		t.Errorf("schema --upgrade after migrate: %s", r)
 	}
 	// On an empty database: the CREATE TABLEs.

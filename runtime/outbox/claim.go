@@ -22,6 +22,7 @@ type claimed struct {
 	eventType   string
 	payload     []byte
 	key         string
+	headers     string // the headers column, decoded at dispatch
 	attempt     int
 	maxAttempts int
 	enqueuedAt  time.Time
@@ -110,7 +111,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	out := make([]claimed, len(rows))
 	for i, r := range rows {
 		out[i] = claimed{
-			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey,
+			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey, headers: r.Headers.String,
 			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
 			claimStart: start,
 		}

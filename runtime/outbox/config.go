@@ -58,6 +58,9 @@ type Config struct {
 	Reporter incident.Reporter
 	// Observer receives counts and durations for metrics. Defaults to NopObserver{}.
 	Observer Observer
+	// Middleware wraps every handler call, the first entry outermost (runtime/outboxotel's
+	// tracing, for one). A panic in a middleware is recovered like a handler's. Defaults to none.
+	Middleware []Middleware
 }
 
 // Worker defaults.

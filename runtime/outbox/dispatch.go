@@ -109,7 +109,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	defer cancel()
 	d := Delivery{
 		MessageID: m.id, EventType: m.eventType, IdempotencyKey: m.key, Attempt: m.attempt,
-		EnqueuedAt: m.enqueuedAt, ClaimToken: m.token,
+		EnqueuedAt: m.enqueuedAt, ClaimToken: m.token, MaxAttempts: m.maxAttempts, Headers: decodeHeaders(m.headers),
 	}
 	if d.IdempotencyKey == "" {
 		d.IdempotencyKey = "msg:" + strconv.FormatInt(int64(m.id), 10)
@@ -124,7 +124,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 		})
 	})
 	start := time.Now()
-	err := callHandler(ctx, rt.handler, m.payload, d)
+	err := callHandler(ctx, w.wrap(rt.handler), m.payload, d)
 	hung.Stop()
 	took := time.Since(start)
 
@@ -174,6 +174,14 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 }
 
 func hungGrace(timeout time.Duration) time.Duration { return max(100*time.Millisecond, timeout/10) }
+
+// wrap applies Config.Middleware, the first entry outermost.
+func (w *Worker) wrap(h HandlerFunc) HandlerFunc {
+	for i := len(w.cfg.Middleware) - 1; i >= 0; i-- {
+		h = w.cfg.Middleware[i](h)
+	}
+	return h
+}
 
 // callHandler turns a panic into an error carrying the stack.
 func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery) (err error) {

@@ -42,6 +42,7 @@ type EnqueueOption func(*enqueueOptions)
 type enqueueOptions struct {
 	delay      time.Duration
 	standalone bool
+	headers    map[string]string
 }
 
 // Standalone allows Enqueue on a *sql.DB, where the message commits on its own at once. That is
@@ -133,19 +134,28 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if o.delay > maxDelay {
 		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
 	}
+	headers, err := headersOf(ctx, m.EventType, o.headers)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
+	}
+	hdr, err := encodeHeaders(headers)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: headers: %w", m.EventType, err)
+	}
 	var db store.DBTX = sdb(tx)
-	if len(m.Payload)+len(m.IdempotencyKey) <= maxInlineBytes {
+	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
 		db = inlineExec{db}
 	}
 	id, err := q.MessageInsert(ctx, db, store.MessageInsertParams{
 		EventType:      m.EventType,
 		Payload:        m.Payload,
 		IdempotencyKey: m.IdempotencyKey,
+		Headers:        sql.NullString{String: hdr, Valid: hdr != ""},
 		MaxAttempts:    int32(m.MaxAttempts),
 		DelayUs:        o.delay.Microseconds(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
+		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, explain(err))
 	}
 	return MessageID(id), nil
 }

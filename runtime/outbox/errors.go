@@ -71,6 +71,8 @@ func explain(err error) error {
 		return nil
 	case errors.As(err, &me) && me.Number == erNoSuchTable:
 		return fmt.Errorf("%w (the outboxgen tables are missing from this database: run outboxgen migrate, or outbox.Migrate)", err)
+	case errors.As(err, &me) && me.Number == erBadField:
+		return fmt.Errorf("%w (the outboxgen tables are older than this outboxgen, schema version %d: run outboxgen migrate, or outbox.Migrate)", err, SchemaVersion)
 	case strings.Contains(err.Error(), "unsupported Scan, storing driver.Value type []uint8 into type *time.Time"):
 		// database/sql's conversion error is untyped; its text is stable (convertAssign).
 		return fmt.Errorf("DSN must set parseTime=true (%w)", err)
@@ -78,5 +80,8 @@ func explain(err error) error {
 	return err
 }
 
-// erNoSuchTable is ER_NO_SUCH_TABLE, the same number on MySQL and MariaDB.
-const erNoSuchTable = 1146
+// ER_NO_SUCH_TABLE and ER_BAD_FIELD_ERROR, the same numbers on MySQL and MariaDB.
+const (
+	erNoSuchTable = 1146
+	erBadField    = 1054
+)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/outboxgen/outboxgen/queries"
 )
 
@@ -61,7 +63,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			for _, stmt := range stmts {
 				// The statement itself stays out of the error: callers log errors, often with
 				// log.Fatal, and 20 lines of DDL would bury the cause.
-				if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				if err := execDDL(ctx, conn, stmt); err != nil {
 					return fmt.Errorf("%s %s: %w", ddlVerb(stmt), t.name, err)
 				}
 			}
@@ -164,6 +166,20 @@ func withMigrateConn(ctx context.Context, db *sql.DB, fn func(*sql.Conn, []schem
 		return fmt.Errorf("release the migration lock: RELEASE_LOCK returned %d, want 1", released)
 	}
 	return nil
+}
+
+// instantClause is how an upgrade asks for online DDL (queries/upgrades/). A server that cannot
+// do the change in place refuses the clause with ER_ALTER_OPERATION_NOT_SUPPORTED(_REASON)
+// (1845, 1846); the statement then runs again with the server's default algorithm.
+var instantClause = regexp.MustCompile(`(?i),\s*ALGORITHM\s*=\s*INSTANT\s*$`)
+
+func execDDL(ctx context.Context, conn *sql.Conn, stmt string) error {
+	_, err := conn.ExecContext(ctx, stmt)
+	var me *mysql.MySQLError
+	if err != nil && instantClause.MatchString(stmt) && errors.As(err, &me) && (me.Number == 1845 || me.Number == 1846) {
+		_, err = conn.ExecContext(ctx, instantClause.ReplaceAllString(stmt, ""))
+	}
+	return err
 }
 
 func ddlVerb(stmt string) string {
@@ -341,7 +357,9 @@ var collateClause = regexp.MustCompile(`(?i)\s+(CHARACTER\s+SET\s+\S+|COLLATE\s+
 
 // columnSince records the columns added after version 1, so an upgrade does not refuse a table
 // for lacking what it is about to add. Each later version's new columns go here.
-var columnSince = map[string]int{}
+var columnSince = map[string]int{
+	"outbox_messages.headers": 3,
+}
 
 // columnDef splits a column line of schema.sql: "name TYPE [NOT NULL|NULL|DEFAULT ...],".
 var columnDef = regexp.MustCompile(`^\s*` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `\s+(.+?)(\s+(NOT\s+NULL|NULL|DEFAULT|AUTO_INCREMENT)\b.*)?,?\s*$`)

@@ -390,6 +390,8 @@ type Record struct {
 	// reason.
 	LastError                   string
 	CreatedAt, SentAt, FailedAt time.Time
+	// Headers are the message's headers; nil when it has none.
+	Headers map[string]string
 }
 
 // ErrNotFound is returned by Inspect for an id that no row has.
@@ -411,6 +413,7 @@ func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
 		NextAttemptAt: r.NextAttemptAt, ClaimedAt: r.ClaimedAt.Time, ReclaimAfter: r.ReclaimAfter.Time,
 		ClaimToken: r.ClaimToken.String, LastError: r.LastError.String,
 		CreatedAt: r.CreatedAt, SentAt: r.SentAt.Time, FailedAt: r.FailedAt.Time,
+		Headers: decodeHeaders(r.Headers.String),
 	}, nil
 }
 

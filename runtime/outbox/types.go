@@ -45,6 +45,11 @@ type Delivery struct {
 	// result write is fenced on it, so a duplicate delivery can be traced to an earlier claim
 	// whose write never landed. For logs and audits; handlers need not use it.
 	ClaimToken string
+	// MaxAttempts is the message's attempt budget: Attempt == MaxAttempts is the last try.
+	MaxAttempts int
+	// Headers are the message's headers (outbox.Header, enqueue hooks such as the trace
+	// context); nil when it has none. The map is the handler's own.
+	Headers map[string]string
 }
 
 // Backoff bounds the exponential retry delay: the n-th retry waits a random duration between b

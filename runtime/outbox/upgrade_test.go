@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -48,9 +47,24 @@ func tableVersions(t *testing.T, d *testdb.DB) map[string]string {
 	return out
 }
 
-// The upgrade from the first release's tables: rows in every status, one PROCESSING with a
-// live lease, a worker running before, during and after it; nothing lost, nothing delivered
-// twice, and the leased row's late result still lands (its claim token survived).
+// v1Insert writes a row as the first release's Enqueue did (its MessageInsert), and v1Set moves
+// it to a status as its worker did: the state a version-1 fleet leaves behind.
+func v1Insert(t *testing.T, d *testdb.DB, eventType, payload, key string, delay time.Duration) MessageID {
+	t.Helper()
+	res := d.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at)
+		VALUES (?, ?, ?, 'PENDING', 0, 10, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6))`,
+		eventType, payload, key, delay.Microseconds())
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MessageID(id)
+}
+
+// The upgrade from the first release's tables, with rows in every status, one PROCESSING under a
+// live lease of a (version-1) worker: nothing lost, nothing changed, nothing delivered twice; the
+// leased row's late fenced result still lands after the upgrade (its claim token survived), and a
+// worker of this version delivers what is due.
 func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	t.Parallel()
 	d := v1DB(t)
@@ -58,56 +72,45 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 
 	// A key of the inbox recorded under version 1; after the upgrade a key differing only in
 	// case must be new.
-	if first, err := Once(ctx, d, "billing", "invoice:in_1Ab"); err != nil || !first {
-		t.Fatalf("Once on version 1: %v, %v", first, err)
-	}
+	d.MustExec(t, "INSERT INTO outbox_inbox (consumer, idem_key, processed_at) VALUES ('billing', 'invoice:in_1Ab', UTC_TIMESTAMP(6))")
 
-	release := make(chan struct{})
-	calls := newCalls()
-	r := NewRouter()
-	r.Handle("ok", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error { calls.add(dl, p); return nil })
-	r.Handle("bad", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
-		calls.add(dl, p)
-		return Permanent(errors.New("bounced"))
-	})
-	r.Handle("slow", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
-		calls.add(dl, p)
-		<-release
-		return nil
-	})
-	stopA := start(t, newTestWorker(t, d.DB, r, fastConfig(Config{})))
-
-	var sent, failed []MessageID
-	for i := 0; i < 3; i++ {
-		sent = append(sent, enqueueN(t, d.DB, "ok", 1)...)
+	due := []MessageID{
+		v1Insert(t, d, "ok", `{"n":1}`, "k:1", 0),
+		v1Insert(t, d, "ok", `{"n": 2, "s":"é"}`, "", 0),
 	}
-	failed = enqueueN(t, d.DB, "bad", 2)
-	slow := enqueueN(t, d.DB, "slow", 1)[0]
-	later := enqueueN(t, d.DB, "ok", 1, Delay(time.Hour))[0]
-	waitFor(t, 10*time.Second, "version-1 rows SENT, FAILED and PROCESSING", func() bool {
-		return countRows(t, d, "status='SENT'") == 3 && countRows(t, d, "status='FAILED'") == 2 &&
-			countRows(t, d, "status='PROCESSING'") == 1
-	})
+	later := v1Insert(t, d, "ok", `{"n":3}`, "k:3", time.Hour)
+	sent := v1Insert(t, d, "ok", `{"n":4}`, "k:4", 0)
+	d.MustExec(t, "UPDATE outbox_messages SET status='SENT', attempts=1, claim_token='t-sent', claimed_at=UTC_TIMESTAMP(6), sent_at=UTC_TIMESTAMP(6) WHERE id=?", int64(sent))
+	failed := v1Insert(t, d, "ok", `{"n":5}`, "k:5", 0)
+	d.MustExec(t, "UPDATE outbox_messages SET status='FAILED', attempts=10, last_error='attempt 10 of 10: bounced', failed_at=UTC_TIMESTAMP(6) WHERE id=?", int64(failed))
+	leased := v1Insert(t, d, "ok", `{"n":6}`, "k:6", 0)
+	d.MustExec(t, `UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='0123456789abcdef0123456789abcdef',
+		claimed_at=UTC_TIMESTAMP(6), reclaim_after=UTC_TIMESTAMP(6) + INTERVAL 5 MINUTE WHERE id=?`, int64(leased))
+	all := append([]MessageID{later, sent, failed, leased}, due...)
 	before := map[MessageID]row{}
-	for _, id := range append(append([]MessageID{slow, later}, sent...), failed...) {
+	for _, id := range all {
 		before[id] = getRow(t, d, id)
-	}
-	if before[slow].Status != "PROCESSING" || !before[slow].ClaimToken.Valid {
-		t.Fatalf("slow message before the upgrade: %+v, want PROCESSING with a claim token", before[slow])
 	}
 
 	// What a version-1 database still needs.
 	stmts, err := SchemaUpgrade(ctx, d.DB)
-	if err != nil || len(stmts) != 3 {
-		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want the 3 ALTER TABLEs", len(stmts), err)
+	if err != nil || len(stmts) != 6 {
+		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want the 6 ALTER TABLEs of versions 2 and 3", len(stmts), err)
 	}
 	for _, s := range stmts {
 		if !strings.HasPrefix(s, "ALTER TABLE ") {
 			t.Errorf("upgrade statement %q, want ALTER TABLE", s)
 		}
 	}
+	// This version's worker refuses the old tables, saying what to do.
+	r := NewRouter()
+	calls := newCalls()
+	r.Handle("ok", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error { calls.add(dl, p); return nil })
+	if _, err := NewWorker(d.DB, r, Config{}); err == nil || !strings.Contains(err.Error(), "run outboxgen migrate") {
+		t.Fatalf("NewWorker on version-1 tables: %v, want the migrate hint", err)
+	}
 
-	// Two processes migrate at once while the worker runs: both succeed, one waits.
+	// Two processes migrate at once: both succeed, one waits for the other.
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {
@@ -125,8 +128,8 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		}
 	}
 	for table, comment := range tableVersions(t, d) {
-		if comment != "outboxgen schema 2" {
-			t.Errorf("table %s comment %q after Migrate, want %q", table, comment, "outboxgen schema 2")
+		if comment != "outboxgen schema 3" {
+			t.Errorf("table %s comment %q after Migrate, want %q", table, comment, "outboxgen schema 3")
 		}
 	}
 	if stmts, err := SchemaUpgrade(ctx, d.DB); err != nil || len(stmts) != 0 {
@@ -136,49 +139,84 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		t.Errorf("Migrate a second time: %v", err)
 	}
 
-	// Every row as it was, byte for byte (on MySQL, version 1's JSON column had already
-	// rewritten payloads: the upgrade keeps what was stored).
+	// Every row as it was, byte for byte.
 	for id, b := range before {
 		a := getRow(t, d, id)
 		if a.Status != b.Status || a.Attempts != b.Attempts || a.Payload != b.Payload || a.Key != b.Key ||
-			a.EventType != b.EventType || a.ClaimToken != b.ClaimToken || !a.NextAttemptAt.Equal(b.NextAttemptAt) {
+			a.EventType != b.EventType || a.ClaimToken != b.ClaimToken || a.LastError != b.LastError ||
+			!a.NextAttemptAt.Equal(b.NextAttemptAt) || !a.ReclaimAfter.Time.Equal(b.ReclaimAfter.Time) {
 			t.Errorf("message %d changed by the upgrade:\n before %+v\n after  %+v", id, b, a)
 		}
 	}
 
-	// The leased row's handler finishes after the upgrade: its fenced result lands.
-	close(release)
-	waitFor(t, 10*time.Second, "the leased message SENT after the upgrade", func() bool { return statusOf(t, d, slow) == "SENT" })
-	// The worker that ran through the upgrade still delivers new messages.
-	after := enqueueN(t, d.DB, "ok", 2)
-	waitFor(t, 10*time.Second, "messages enqueued after the upgrade SENT", func() bool {
-		return countRows(t, d, "status='SENT'") == 3+1+2
+	// A worker of this version delivers what is due, leaves the leased row to its lease and the
+	// delayed one to its time.
+	stop := start(t, newTestWorker(t, d.DB, r, fastConfig(Config{})))
+	waitFor(t, 10*time.Second, "the due version-1 messages SENT", func() bool {
+		return statusOf(t, d, due[0]) == "SENT" && statusOf(t, d, due[1]) == "SENT"
 	})
-	stopA()
-	// So does a worker started after it.
-	stopB := start(t, newTestWorker(t, d.Open(t), r, fastConfig(Config{})))
-	more := enqueueN(t, d.DB, "ok", 2)
-	waitFor(t, 10*time.Second, "messages for the new worker SENT", func() bool { return countRows(t, d, "status='SENT'") == 8 })
-	stopB()
-
-	for _, id := range append(append(append(sent, slow), after...), more...) {
+	after := enqueueN(t, d.DB, "ok", 2)
+	waitFor(t, 10*time.Second, "new messages SENT", func() bool {
+		return statusOf(t, d, after[0]) == "SENT" && statusOf(t, d, after[1]) == "SENT"
+	})
+	stop()
+	// The version-1 worker that held the lease writes its result, fenced on its token.
+	res := d.MustExec(t, `UPDATE outbox_messages SET status='SENT', sent_at=UTC_TIMESTAMP(6)
+		WHERE id=? AND status='PROCESSING' AND claim_token='0123456789abcdef0123456789abcdef'`, int64(leased))
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Errorf("the leased row's fenced result after the upgrade changed %d rows, want 1", n)
+	}
+	for _, id := range append(due, after...) {
 		if n := calls.of(id); n != 1 {
 			t.Errorf("message %d handled %d times, want 1", id, n)
 		}
 	}
-	for _, id := range failed {
-		if n := calls.of(id); n != 1 || statusOf(t, d, id) != "FAILED" {
-			t.Errorf("failed message %d: handled %d times, status %s; want 1, FAILED", id, n, statusOf(t, d, id))
+	for _, id := range []MessageID{later, sent, failed, leased} {
+		if n := calls.of(id); n != 0 {
+			t.Errorf("message %d (delayed, SENT, FAILED or leased before the upgrade) handled %d times, want 0", id, n)
 		}
 	}
-	if s := statusOf(t, d, later); s != "PENDING" || calls.of(later) != 0 {
-		t.Errorf("delayed message: %s, handled %d times; want PENDING, 0", s, calls.of(later))
+	if s := statusOf(t, d, later); s != "PENDING" {
+		t.Errorf("delayed message: %s, want PENDING", s)
+	}
+	if got := calls.payloads[due[1]]; got != before[due[1]].Payload {
+		t.Errorf("payload delivered after the upgrade: %q, want the stored %q", got, before[due[1]].Payload)
 	}
 	if first, err := Once(ctx, d, "billing", "invoice:in_1aB"); err != nil || !first {
 		t.Errorf("Once(in_1aB) after the upgrade with in_1Ab recorded: %v, %v; want true", first, err)
 	}
 	if first, err := Once(ctx, d, "billing", "invoice:in_1Ab"); err != nil || first {
 		t.Errorf("Once(in_1Ab) recorded under version 1, after the upgrade: %v, %v; want false", first, err)
+	}
+}
+
+// From version 2 (this round's first schema) to 3 adds the headers column online: an instant
+// ALTER where the server has it, rows untouched.
+func TestMigrateUpgradesV2AddsHeaders(t *testing.T) {
+	t.Parallel()
+	d := v1DB(t)
+	ups, err := queries.Upgrades()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range ups {
+		if u.Version == 2 {
+			for _, stmt := range u.Statements {
+				d.MustExec(t, stmt)
+			}
+		}
+	}
+	id := v1Insert(t, d, "ok", `{"a":1}`, "k", 0)
+	if err := Migrate(context.Background(), d.DB); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := Inspect(context.Background(), d, id); err != nil || string(rec.Payload) != `{"a":1}` || rec.Headers != nil {
+		t.Errorf("version-2 row after the upgrade to 3: %+v, %v", rec, err)
+	}
+	for table, comment := range tableVersions(t, d) {
+		if comment != "outboxgen schema 3" {
+			t.Errorf("table %s comment %q, want version 3", table, comment)
+		}
 	}
 }
 
@@ -209,7 +247,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	d := testdb.Migrated(t)
 	d.MustExec(t, "ALTER TABLE outbox_messages COMMENT = 'outboxgen schema 99'")
 	err := Migrate(context.Background(), d.DB)
-	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 2") {
+	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 3") {
 		t.Errorf("Migrate over a newer table: err = %v", err)
 	}
 }

@@ -115,7 +115,7 @@ func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg Messa
 }
 
 const messageClaimLockIDs = `-- name: MessageClaimLockIDs :many
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
   AND status = 'PENDING'
@@ -137,6 +137,7 @@ type MessageClaimLockIDsRow struct {
 	EventType      string
 	Payload        json.RawMessage
 	IdempotencyKey string
+	Headers        sql.NullString
 	Attempts       int32
 	MaxAttempts    int32
 	CreatedAt      time.Time
@@ -182,6 +183,7 @@ func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageC
 			&i.EventType,
 			&i.Payload,
 			&i.IdempotencyKey,
+			&i.Headers,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,
@@ -242,7 +244,7 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 }
 
 const messageClaimSelect = `-- name: MessageClaimSelect :many
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
@@ -265,6 +267,7 @@ type MessageClaimSelectRow struct {
 	EventType      string
 	Payload        json.RawMessage
 	IdempotencyKey string
+	Headers        sql.NullString
 	Attempts       int32
 	MaxAttempts    int32
 	CreatedAt      time.Time
@@ -304,6 +307,7 @@ func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageCl
 			&i.EventType,
 			&i.Payload,
 			&i.IdempotencyKey,
+			&i.Headers,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,
@@ -477,7 +481,7 @@ func (q *Queries) MessageDeleteLocked(ctx context.Context, db DBTX, ids []int64)
 
 const messageGet = `-- name: MessageGet :one
 SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers
 FROM outbox_messages
 WHERE id = ?
 `
@@ -502,6 +506,7 @@ func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (OutboxMess
 		&i.CreatedAt,
 		&i.SentAt,
 		&i.FailedAt,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -535,9 +540,9 @@ func (q *Queries) MessageGiveBack(ctx context.Context, db DBTX, arg MessageGiveB
 
 const messageInsert = `-- name: MessageInsert :execlastid
 INSERT INTO outbox_messages (
-    event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at
+    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    ?, ?, IFNULL(?, x''), 'PENDING', 0, ?,
+    ?, ?, IFNULL(?, x''), ?, 'PENDING', 0, ?,
     TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 )
 `
@@ -546,6 +551,7 @@ type MessageInsertParams struct {
 	EventType      string
 	Payload        json.RawMessage
 	IdempotencyKey interface{}
+	Headers        sql.NullString
 	MaxAttempts    int32
 	DelayUs        int64
 }
@@ -558,6 +564,7 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 		arg.EventType,
 		arg.Payload,
 		arg.IdempotencyKey,
+		arg.Headers,
 		arg.MaxAttempts,
 		arg.DelayUs,
 	)

@@ -56,14 +56,14 @@ func (ns NullOutboxMessagesStatus) Value() (driver.Value, error) {
 	return string(ns.OutboxMessagesStatus), nil
 }
 
-// outboxgen schema 2
+// outboxgen schema 3
 type OutboxInbox struct {
 	Consumer    string
 	IdemKey     string
 	ProcessedAt time.Time
 }
 
-// outboxgen schema 2
+// outboxgen schema 3
 type OutboxJobRun struct {
 	Job         string
 	PeriodStart time.Time
@@ -72,7 +72,7 @@ type OutboxJobRun struct {
 	FinishedAt  time.Time
 }
 
-// outboxgen schema 2
+// outboxgen schema 3
 type OutboxMessage struct {
 	ID             int64
 	EventType      string
@@ -89,4 +89,5 @@ type OutboxMessage struct {
 	CreatedAt      time.Time
 	SentAt         sql.NullTime
 	FailedAt       sql.NullTime
+	Headers        sql.NullString
 }

@@ -1,0 +1,141 @@
+// Headers: string metadata that travels with a message (a trace context, a tenant, a request
+// id), and the two hooks that let an integration (runtime/outboxotel) add headers at enqueue and
+// wrap every handler call, so the core imports no tracing library.
+
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Header limits, checked at enqueue: a message carries at most MaxHeaders headers; a key is 1 to
+// 128 bytes of letters, digits and - _ . : (no spaces, no control characters: it becomes a NATS
+// or Kafka header name); a value is valid UTF-8 of at most 4096 bytes without CR, LF or NUL (it
+// must not be able to forge another header or a log line); all together at most 16 KiB.
+const (
+	MaxHeaders          = 64
+	maxHeaderKeyBytes   = 128
+	maxHeaderValueBytes = 4096
+	maxHeadersBytes     = 16 << 10
+)
+
+// Reserved header prefixes: "outbox-" is the runtime's own. The W3C trace context keys
+// (traceparent, tracestate, baggage) are what runtime/outboxotel writes; setting them by hand is
+// allowed but competes with it.
+const ReservedHeaderPrefix = "outbox-"
+
+var headerKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+
+// Header adds a header to the message: stored with the row, given to the handler as
+// Delivery.Headers, shown by `outboxgen show`, and carried by the relays as broker headers.
+// The same key twice keeps the last value. Invalid keys and values make Enqueue fail, naming the
+// header (see MaxHeaders); keys starting with ReservedHeaderPrefix are refused.
+func Header(key, value string) EnqueueOption {
+	return func(o *enqueueOptions) {
+		if o.headers == nil {
+			o.headers = map[string]string{}
+		}
+		o.headers[key] = value
+	}
+}
+
+// EnqueueHook adds headers to a message being enqueued in ctx: the trace context of the
+// enqueuing span, say. It must not block; headers it sets are validated like Header's.
+type EnqueueHook func(ctx context.Context, eventType string, headers map[string]string)
+
+var (
+	hooksMu      sync.RWMutex
+	enqueueHooks []EnqueueHook
+)
+
+// AddEnqueueHook registers h for every Enqueue of this process, in registration order, before
+// the caller's own Header options (which win on the same key). Call it at startup: generated
+// EnqueueX functions take no configuration, so the hook is process-wide.
+func AddEnqueueHook(h EnqueueHook) {
+	hooksMu.Lock()
+	defer hooksMu.Unlock()
+	enqueueHooks = append(enqueueHooks, h)
+}
+
+// Middleware wraps every handler call of a Worker (Config.Middleware): tracing, metrics, a
+// tenant's context. It sees the payload, the Delivery (headers included) and the handler's
+// error, and must return the error it was given (or one that wraps it) unless it means to change
+// the outcome.
+type Middleware func(next HandlerFunc) HandlerFunc
+
+// headersOf merges the hooks' headers and the options' and checks them; nil when there are none.
+func headersOf(ctx context.Context, eventType string, given map[string]string) (map[string]string, error) {
+	hooksMu.RLock()
+	hooks := enqueueHooks
+	hooksMu.RUnlock()
+	if len(hooks) == 0 && len(given) == 0 {
+		return nil, nil
+	}
+	h := map[string]string{}
+	for _, hook := range hooks {
+		hook(ctx, eventType, h)
+	}
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), ReservedHeaderPrefix) {
+			return nil, fmt.Errorf("header %q: the %q prefix is reserved", k, ReservedHeaderPrefix)
+		}
+	}
+	for k, v := range given {
+		if strings.HasPrefix(strings.ToLower(k), ReservedHeaderPrefix) {
+			return nil, fmt.Errorf("header %q: the %q prefix is reserved", k, ReservedHeaderPrefix)
+		}
+		h[k] = v
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	if len(h) > MaxHeaders {
+		return nil, fmt.Errorf("%d headers, at most %d", len(h), MaxHeaders)
+	}
+	total := 0
+	for k, v := range h {
+		total += len(k) + len(v)
+		switch {
+		case len(k) > maxHeaderKeyBytes || !headerKey.MatchString(k):
+			return nil, fmt.Errorf("header key %.140q: want 1 to %d bytes of letters, digits and - _ . :", k, maxHeaderKeyBytes)
+		case len(v) > maxHeaderValueBytes:
+			return nil, fmt.Errorf("header %q: value of %d bytes, at most %d", k, len(v), maxHeaderValueBytes)
+		case !utf8.ValidString(v):
+			return nil, fmt.Errorf("header %q: value is not valid UTF-8", k)
+		case strings.ContainsAny(v, "\r\n\x00"):
+			return nil, fmt.Errorf("header %q: value contains CR, LF or NUL", k)
+		}
+	}
+	if total > maxHeadersBytes {
+		return nil, fmt.Errorf("headers of %d bytes, at most %d", total, maxHeadersBytes)
+	}
+	return h, nil
+}
+
+// encodeHeaders is the column's JSON object (encoding/json sorts map keys: deterministic).
+func encodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+// decodeHeaders reads the column; a row whose headers do not decode (written by hand) delivers
+// none rather than failing the message.
+func decodeHeaders(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var h map[string]string
+	if json.Unmarshal([]byte(s), &h) != nil || len(h) == 0 {
+		return nil
+	}
+	return h
+}

@@ -1,0 +1,183 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Headers are stored with the row, delivered in Delivery.Headers, shown by Inspect, and survive
+// a retry by an operator and a reclaim.
+func TestHeadersTravelWithTheMessage(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	want := map[string]string{"tenant": "acme", "X-Request-Id": "r-1", "note": "café ✓"}
+	var id MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		id, err = Enqueue(ctx, tx, Message{EventType: "hdr", Payload: json.RawMessage(`{}`), MaxAttempts: 1},
+			Header("tenant", "acme"), Header("X-Request-Id", "r-0"), Header("X-Request-Id", "r-1"), Header("note", "café ✓"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := Inspect(ctx, db, id); err != nil || !maps.Equal(rec.Headers, want) {
+		t.Fatalf("Inspect headers = %v, %v; want %v", rec.Headers, err, want)
+	}
+	var mu sync.Mutex
+	var got []map[string]string
+	fail := true
+	r := NewRouter()
+	r.Handle("hdr", Policy{MaxAttempts: 1}, func(_ context.Context, _ json.RawMessage, d Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d.Headers)
+		if fail {
+			fail = false
+			return errors.New("first delivery fails")
+		}
+		return nil
+	})
+	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
+	waitFor(t, 10*time.Second, "FAILED after one attempt", func() bool { return statusOf(t, db, id) == "FAILED" })
+	if n, err := Retry(ctx, db, Filter{IDs: []MessageID{id}}); err != nil || n != 1 {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	waitFor(t, 10*time.Second, "SENT after Retry", func() bool { return statusOf(t, db, id) == "SENT" })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || !maps.Equal(got[0], want) || !maps.Equal(got[1], want) {
+		t.Errorf("handler saw headers %v, want %v twice (first delivery and after Retry)", got, want)
+	}
+
+	// A reclaimed row keeps its headers too.
+	ids := enqueueN(t, db.DB, "plain", 1, Header("k", "v"))
+	db.MustExec(t, "UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='x', claimed_at=UTC_TIMESTAMP(6) - INTERVAL 10 SECOND, reclaim_after=UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?", int64(ids[0]))
+	w := newTestWorker(t, db.DB, r, Config{})
+	if n, err := w.reclaimOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("reclaimOnce = %d, %v", n, err)
+	}
+	if rec, err := Inspect(ctx, db, ids[0]); err != nil || rec.Headers["k"] != "v" || rec.Status != StatusPending {
+		t.Errorf("after reclaim: %s, headers %v, %v; want PENDING with k=v", rec.Status, rec.Headers, err)
+	}
+	// A message without headers has none.
+	plain := enqueueN(t, db.DB, "plain", 1)[0]
+	if rec, _ := Inspect(ctx, db, plain); rec.Headers != nil {
+		t.Errorf("headers of a message enqueued without any: %v, want nil", rec.Headers)
+	}
+}
+
+// Header text is attacker-controlled (a request id from a client, say): what could break a row,
+// a log line or a broker header is refused with the header named, and nothing is written.
+func TestHostileHeadersAreRefused(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	many := make([]EnqueueOption, MaxHeaders+1)
+	for i := range many {
+		many[i] = Header("h"+itoa(i), "v")
+	}
+	cases := []struct {
+		name string
+		opts []EnqueueOption
+		want string
+	}{
+		{"newline in a value", []EnqueueOption{Header("x-request-id", "a\r\nX-Admin: 1")}, `header "x-request-id": value contains CR, LF or NUL`},
+		{"invalid UTF-8", []EnqueueOption{Header("k", "\xff")}, `header "k": value is not valid UTF-8`},
+		{"huge value", []EnqueueOption{Header("k", strings.Repeat("x", 5000))}, `header "k": value of 5000 bytes, at most 4096`},
+		{"key with a space", []EnqueueOption{Header("bad key", "v")}, `header key "bad key"`},
+		{"empty key", []EnqueueOption{Header("", "v")}, `header key ""`},
+		{"reserved prefix", []EnqueueOption{Header("Outbox-Attempt", "1")}, `the "outbox-" prefix is reserved`},
+		{"too many", many, "65 headers, at most 64"},
+	}
+	for _, c := range cases {
+		err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			_, err := Enqueue(ctx, tx, Message{EventType: "hostile", Payload: json.RawMessage(`{}`)}, c.opts...)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.name, err, c.want)
+		}
+	}
+	if n := countRows(t, db, "1=1"); n != 0 {
+		t.Errorf("%d rows written by refused enqueues, want 0", n)
+	}
+}
+
+type hookKey struct{}
+
+// An enqueue hook adds headers from the context (what runtime/outboxotel does with the trace
+// context), and the caller's own Header wins on the same key; middleware wraps every handler
+// call, first entry outermost, and sees the Delivery and the handler's error.
+func TestEnqueueHookAndMiddleware(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	// Process-wide: it acts only on contexts of this test.
+	AddEnqueueHook(func(ctx context.Context, eventType string, h map[string]string) {
+		if v, ok := ctx.Value(hookKey{}).(string); ok {
+			h["traceparent"] = v
+			h["who"] = "hook"
+		}
+	})
+	ctx := context.WithValue(context.Background(), hookKey{}, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	var id MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		id, err = Enqueue(ctx, tx, Message{EventType: "mw", Payload: json.RawMessage(`{}`), MaxAttempts: 1}, Header("who", "caller"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	var seen Delivery
+	var seenErr error
+	mw := func(name string) Middleware {
+		return func(next HandlerFunc) HandlerFunc {
+			return func(ctx context.Context, p json.RawMessage, d Delivery) error {
+				mu.Lock()
+				order = append(order, name+" in")
+				mu.Unlock()
+				err := next(ctx, p, d)
+				mu.Lock()
+				order = append(order, name+" out")
+				if name == "outer" {
+					seen, seenErr = d, err
+				}
+				mu.Unlock()
+				return err
+			}
+		}
+	}
+	r := NewRouter()
+	r.Handle("mw", Policy{MaxAttempts: 1}, func(context.Context, json.RawMessage, Delivery) error {
+		mu.Lock()
+		order = append(order, "handler")
+		mu.Unlock()
+		return Permanent(errors.New("no"))
+	})
+	stop := start(t, newTestWorker(t, db.DB, r, Config{Middleware: []Middleware{mw("outer"), mw("inner")}}))
+	waitFor(t, 10*time.Second, "FAILED", func() bool { return statusOf(t, db, id) == "FAILED" })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(order, ","); got != "outer in,inner in,handler,inner out,outer out" {
+		t.Errorf("middleware order %s", got)
+	}
+	if seen.Headers["traceparent"] == "" || seen.Headers["who"] != "caller" || seen.MaxAttempts != 1 || seen.Attempt != 1 {
+		t.Errorf("middleware saw %+v, want the hook's traceparent, who=caller, attempt 1 of 1", seen)
+	}
+	if !IsPermanent(seenErr) {
+		t.Errorf("middleware saw error %v, want the handler's Permanent error", seenErr)
+	}
+}
