@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sort"
 	"text/tabwriter"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
@@ -56,6 +57,13 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	}
 	r.EventType, r.IdempotencyKey, r.LastError = c.clean(r.EventType), c.clean(r.IdempotencyKey), c.clean(r.LastError)
 	r.Payload = c.cleanJSON(r.Payload)
+	if r.Headers != nil {
+		clean := make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			clean[c.clean(k)] = c.clean(v)
+		}
+		r.Headers = clean
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.out)
 		enc.SetIndent("", "  ")
@@ -80,6 +88,20 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(w, "sent at\t%s\n", formatTime(r.SentAt))
 	fmt.Fprintf(w, "failed at\t%s\n", formatTime(r.FailedAt))
 	w.Flush()
+	if len(r.Headers) > 0 {
+		keys := make([]string, 0, len(r.Headers))
+		for k := range r.Headers {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString("headers:\n")
+		hw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, k := range keys {
+			// Enqueue refused CR, LF and NUL in header values, so each is one line.
+			fmt.Fprintf(hw, "  %s\t%s\n", k, r.Headers[k])
+		}
+		hw.Flush()
+	}
 	fmt.Fprintf(&b, "last error:\n%s\n", indent(r.LastError))
 	payload := string(r.Payload)
 	var pretty bytes.Buffer

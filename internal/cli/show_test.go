@@ -3,7 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // show masks the password in the payload's strings only: a password that is also a number in
@@ -41,5 +46,23 @@ func TestShowBareIDSuggestsFlag(t *testing.T) {
 		if code != opsExitUsage || out.Len() != 0 || errb.String() != tc.want {
 			t.Errorf("show %q: exit %d, stdout %q, stderr %q; want %d and %q", tc.args, code, out.String(), errb.String(), opsExitUsage, tc.want)
 		}
+	}
+}
+
+// show prints a message's headers, sorted, one per line, and in --json.
+func TestShowHeaders(t *testing.T) {
+	t.Parallel()
+	f := fixtures{t: t, db: testdb.Migrated(t)}
+	id := f.enqueue("with_headers", outbox.Header("tenant", "acme"), outbox.Header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+	r := runOps(runShow, "--dsn", f.db.DSN, "--id", strconv.FormatInt(int64(id), 10))
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "headers:\n  tenant       acme\n  traceparent  00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n") {
+		t.Errorf("show without the headers block:\n%s", r.stdout)
+	}
+	r = runOps(runShow, "--dsn", f.db.DSN, "--id", strconv.FormatInt(int64(id), 10), "--json")
+	mustExit(t, r, opsExitOK)
+	var rec outbox.Record
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.Headers["tenant"] != "acme" {
+		t.Errorf("show --json headers = %v, %v", rec.Headers, err)
 	}
 }
