@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
-	"sort"
 	"text/tabwriter"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
