@@ -118,10 +118,20 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 		return opsExitUsage, false
 	}
 	if c.fs.NArg() > 0 {
+		// "outboxgen retry 6": say how to give an id. Only digits are echoed.
+		if first := c.fs.Arg(0); c.fs.Lookup("id") != nil && isID(first) {
+			return c.usageErr("give ids with --id: outboxgen %s --id %s", c.name, first), false
+		}
 		// Not echoed: a DSN pasted as an argument would print its password.
 		return c.usageErr("%s takes no arguments (got %d); the database goes in --dsn or $%s", c.name, c.fs.NArg(), envDSN), false
 	}
 	return opsExitOK, true
+}
+
+// isID says s is a message id: a positive decimal integer.
+func isID(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n > 0
 }
 
 // dsnArgs returns every value args give to -dsn or --dsn, in either form (--dsn X, --dsn=X).

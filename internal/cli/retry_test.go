@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,25 @@ func TestRetry(t *testing.T) {
 	}
 	if n := f.countByStatus("FAILED"); n != 0 {
 		t.Errorf("FAILED rows at the end = %d, want 0", n)
+	}
+}
+
+// "outboxgen retry 6" and "outboxgen purge 6": the answer says how to give the id.
+func TestRetryAndPurgeBareIDSuggestFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		run  func([]string, io.Writer, io.Writer) int
+		args []string
+		want string
+	}{
+		{runRetry, []string{"6"}, "outboxgen retry: give ids with --id: outboxgen retry --id 6 (see outboxgen retry -h)\n"},
+		{runRetry, []string{"--dry-run", "12", "13"}, "outboxgen retry: give ids with --id: outboxgen retry --id 12 (see outboxgen retry -h)\n"},
+		{runPurge, []string{"--status", "FAILED", "6"}, "outboxgen purge: give ids with --id: outboxgen purge --id 6 (see outboxgen purge -h)\n"},
+		{runRetry, []string{"abc"}, "outboxgen retry: retry takes no arguments (got 1); the database goes in --dsn or $OUTBOX_DSN (see outboxgen retry -h)\n"},
+	} {
+		var out, errb bytes.Buffer
+		if code := tc.run(tc.args, &out, &errb); code != opsExitUsage || errb.String() != tc.want {
+			t.Errorf("%v: exit %d, stderr %q; want %d, %q", tc.args, code, errb.String(), opsExitUsage, tc.want)
+		}
 	}
 }

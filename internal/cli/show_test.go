@@ -38,7 +38,7 @@ func TestShowBareIDSuggestsFlag(t *testing.T) {
 		{[]string{"7", "--json"}, "outboxgen show: give the id with --id: outboxgen show --id 7 (see outboxgen show -h)\n"},
 		{[]string{"--dsn=u:123@tcp(127.0.0.1:1)/x", "123"}, "outboxgen show: give the id with --id: outboxgen show --id ***** (see outboxgen show -h)\n"},
 		{[]string{"abc"}, "outboxgen show: show takes no arguments (got 1); the database goes in --dsn or $OUTBOX_DSN (see outboxgen show -h)\n"},
-		{[]string{"6", "7"}, "outboxgen show: show takes no arguments (got 2); the database goes in --dsn or $OUTBOX_DSN (see outboxgen show -h)\n"},
+		{[]string{"6", "7"}, "outboxgen show: give ids with --id: outboxgen show --id 6 (see outboxgen show -h)\n"},
 		{[]string{"6", "--bogus"}, "outboxgen show: flag provided but not defined: -bogus (see outboxgen show -h)\n"},
 	} {
 		var out, errb bytes.Buffer
