@@ -18,13 +18,16 @@
 //   - the message is visible to workers only after the caller commits;
 //   - if the caller rolls back, the message is gone with the rest of the transaction, and no
 //     handler ever sees it;
-//   - Enqueue on a *sql.DB works but is its own autocommitted statement, outside any business
-//     transaction: that is the dual write the outbox exists to avoid.
+//   - Enqueue on a *sql.DB would be its own autocommitted statement, outside any business
+//     transaction: the dual write the outbox exists to avoid. Enqueue refuses it unless the
+//     caller passes Standalone (the message is the only write it belongs with).
 //
 // Because Enqueue cannot know when the caller commits, it cannot wake a worker. InTx(ctx, db,
 // fn) begins, runs fn, commits (rolling back on an error or a panic) and then wakes every
 // Worker of this process running on that *sql.DB, so delivery starts at once instead of at the
-// next PollInterval. A caller that manages its own transaction calls Worker.Wake after Commit.
+// next poll. A caller that manages its own transaction calls Worker.Wake after Commit. Across
+// processes polling is adaptive (Config.MinPollInterval while messages keep arriving, backing off
+// to Config.PollInterval when idle).
 // Migrate never runs on a caller's transaction: MySQL commits DDL implicitly.
 //
 // # The worker's cycle
