@@ -119,7 +119,7 @@ func TestSamplerKeepsAnHour(t *testing.T) {
 		s.sampleOnce(context.Background())
 		now = now.Add(time.Minute)
 	}
-	got, err, _ := s.snapshot()
+	got, _, err := s.snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}

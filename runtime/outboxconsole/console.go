@@ -159,7 +159,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer, Chromium sends "Origin: null" on the
+	// console's own form posts, which sameOrigin must refuse.
+	h.Set("Referrer-Policy", "same-origin")
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		h.Set("Cache-Control", "no-store")
 	}

@@ -49,8 +49,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	now := c.cfg.now()
-	d := overviewData{Every: formatAge(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window)}
-	samples, sampleErr, errAt := c.samp.snapshot()
+	d := overviewData{Every: formatInterval(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window)}
+	samples, errAt, sampleErr := c.samp.snapshot()
 	d.Charts = charts(samples, now, 10*c.cfg.sampleEvery)
 	if len(samples) > 0 {
 		d.Since = samples[0].At.UTC().Format(time.TimeOnly)
@@ -395,6 +395,14 @@ func ago(now, t time.Time) string {
 		return formatAge(d) + " ago"
 	}
 	return "in " + formatAge(t.Sub(now))
+}
+
+// formatInterval prints a sampling interval: 10s, or 250ms below a second.
+func formatInterval(d time.Duration) string {
+	if d < time.Second {
+		return d.String()
+	}
+	return formatAge(d)
 }
 
 func formatTook(d time.Duration) string {

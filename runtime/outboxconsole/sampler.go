@@ -94,11 +94,12 @@ func (s *sampler) add(x sample) {
 	}
 }
 
-// snapshot returns a copy of the samples and the last sampling error (nil after a success).
-func (s *sampler) snapshot() ([]sample, error, time.Time) {
+// snapshot returns a copy of the samples, and the last sampling error (nil after a success)
+// with its time.
+func (s *sampler) snapshot() ([]sample, time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]sample(nil), s.samples...), s.lastErr, s.errAt
+	return append([]sample(nil), s.samples...), s.errAt, s.lastErr
 }
 
 // rate is the traffic between two samples, per minute.
