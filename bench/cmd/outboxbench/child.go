@@ -18,13 +18,18 @@ import (
 // The child process runs one consumer (a worker in its own process, as in production), so that
 // its memory can be read from /proc and cross-process latency has no in-process wake-up.
 // Protocol: the child prints "ready" once the consumer runs, then one "SEQ UNIXNANOS" line per
-// handler call; it stops gracefully when its stdin is closed and exits non-zero on any error.
+// handler call. Each "counts" line the parent writes on its stdin is answered with one line
+// "counts CLAIMS EMPTY STMTS" (consumerCounts: the consumer's claims or polls so far, the empty
+// ones, and every statement its pool sent). It stops gracefully when its stdin is closed and
+// exits non-zero on any error.
 
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	readWg sync.WaitGroup
 	stderr strings.Builder
+	counts chan consumerCounts // the answers to "counts"
+	askMu  sync.Mutex          // one question at a time
 }
 
 // startChild starts this binary as a consumer of sys on dsn and feeds its lines into tr.
@@ -32,7 +37,7 @@ func startChild(ctx context.Context, exe, sys, dsn string, delay time.Duration, 
 	cmd := exec.CommandContext(ctx, exe, "child", "-system", sys, "-dsn", dsn, "-delay", delay.String(),
 		"-ours-batch", strconv.Itoa(oursBatch), "-ours-concurrency", strconv.Itoa(oursConcurrency),
 		"-mysql="+strconv.FormatBool(wmOnMySQL))
-	c := &child{cmd: cmd}
+	c := &child{cmd: cmd, counts: make(chan consumerCounts, 1)}
 	cmd.Stderr = &c.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -58,6 +63,18 @@ func startChild(ctx context.Context, exe, sys, dsn string, delay time.Duration, 
 				readyOnce.Do(func() { close(ready) })
 				continue
 			}
+			if rest, ok := cutCountsPrefix(line); ok {
+				cc, err := parseCounts(rest)
+				if err != nil {
+					tr.bad.Add(1)
+					continue
+				}
+				select {
+				case c.counts <- cc:
+				default: // nobody asked: ignore
+				}
+				continue
+			}
 			seqS, atS, ok := strings.Cut(line, " ")
 			seq, err1 := strconv.ParseInt(seqS, 10, 64)
 			at, err2 := strconv.ParseInt(atS, 10, 64)
@@ -75,6 +92,43 @@ func startChild(ctx context.Context, exe, sys, dsn string, delay time.Duration, 
 		return c, errors.Join(errors.New("child did not become ready"), c.stop())
 	}
 	return c, nil
+}
+
+// askCounts asks the child for its consumer's counts and waits for the answer.
+func (c *child) askCounts() (consumerCounts, error) {
+	c.askMu.Lock()
+	defer c.askMu.Unlock()
+	if _, err := io.WriteString(c.stdin, "counts\n"); err != nil {
+		return consumerCounts{}, fmt.Errorf("ask child for counts: %w", err)
+	}
+	select {
+	case cc := <-c.counts:
+		return cc, nil
+	case <-time.After(10 * time.Second):
+		return consumerCounts{}, errors.New("child did not answer counts within 10s")
+	}
+}
+
+func cutCountsPrefix(line string) (string, bool) { return strings.CutPrefix(line, "counts ") }
+
+func formatCounts(cc consumerCounts) string {
+	return fmt.Sprintf("counts %d %d %d", cc.Claims, cc.Empty, cc.Stmts)
+}
+
+func parseCounts(s string) (consumerCounts, error) {
+	f := strings.Fields(s)
+	if len(f) != 3 {
+		return consumerCounts{}, fmt.Errorf("counts line %q: want 3 fields", s)
+	}
+	var v [3]int64
+	for i := range f {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return consumerCounts{}, fmt.Errorf("counts line %q: %w", s, err)
+		}
+		v[i] = n
+	}
+	return consumerCounts{Claims: v[0], Empty: v[1], Stmts: v[2]}, nil
 }
 
 // stop closes the child's stdin, waits for it to finish and returns its failure, with stderr.
@@ -126,7 +180,8 @@ func runChild(sysName, dsn string, delay time.Duration) error {
 	if err != nil {
 		return err
 	}
-	db, err := openPool(dsn)
+	// The pool is the consumer's alone: its statement count is the consumer's.
+	db, stmts, err := openCountingPool(dsn)
 	if err != nil {
 		return err
 	}
@@ -147,10 +202,11 @@ func runChild(sysName, dsn string, delay time.Duration) error {
 			writeErr = errors.Join(writeErr, err)
 		}
 	}
-	stop, err := sys.consume(context.Background(), db, consumerConfig{HandlerDelay: delay}, onMsg)
+	cons, err := sys.consume(context.Background(), db, consumerConfig{HandlerDelay: delay}, onMsg)
 	if err != nil {
 		return err
 	}
+	stop := cons.stop
 	mu.Lock()
 	_, err = out.WriteString("ready\n")
 	if err == nil {
@@ -178,7 +234,25 @@ func runChild(sysName, dsn string, delay time.Duration) error {
 			}
 		}
 	}()
-	_, copyErr := io.Copy(io.Discard, os.Stdin) // returns when the parent closes stdin
+	// Answer "counts" until the parent closes stdin.
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() != "counts" {
+			continue
+		}
+		cc := cons.counts()
+		cc.Stmts = stmts.Stmts.Load()
+		mu.Lock()
+		_, err := out.WriteString(formatCounts(cc) + "\n")
+		if err == nil {
+			err = out.Flush()
+		}
+		if err != nil {
+			writeErr = errors.Join(writeErr, err)
+		}
+		mu.Unlock()
+	}
+	copyErr := in.Err()
 	stopErr := stop()
 	close(flushDone)
 	mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,9 +34,15 @@ type options struct {
 	sz       sizes
 	markdown string // also write the table here
 	cpuProf  string // CPU profile of this process (workloads in-process)
+	// xprocRounds: W3 across processes runs in the first xprocRounds rounds of each driver mode
+	// only (default 1), so that its cases (both systems, two rates) cost a full run about as
+	// much time as its two outboxgen-only cases did at 3 rounds.
+	xprocRounds int
 }
 
-var workloadNames = []string{"w1", "w2", "w3", "mem"}
+// Workloads: w3 is W3 with the consumer in the producer's process, w3x with the consumer in a
+// child process (both systems at LatencyRate and SporadicRate), idle the idle cost.
+var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
@@ -44,7 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway server when none is given)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each reports the median")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes, 1 round: checks that everything runs and nothing is lost")
-	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3, mem")
+	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem")
 	systems := fs.String("systems", "L0,outboxgen,watermill", "systems to run")
 	modes := fs.String("modes", "default,interpolate", "driver settings: default, interpolate (interpolateParams=true)")
 	fs.StringVar(&o.markdown, "out", "", "also write the markdown report to this file")
@@ -55,6 +62,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	slowN := fs.Int("slow-n", 0, "W2 5 ms-handler backlog (default 2000)")
 	latDur := fs.Duration("lat-dur", 0, "W3 duration (default 20s)")
 	latRate := fs.Int("lat-rate", 0, "W3 rate, tx/s (default 300)")
+	sporadicRate := fs.Int("sporadic-rate", 0, "W3 across processes, sporadic traffic rate, tx/s (default 20)")
+	idleWait := fs.Duration("idle-wait", 0, "Idle: time without traffic before counting (default 30s; 3s with --smoke)")
+	idleWindow := fs.Duration("idle-window", 0, "Idle: counting window (default 10s; 2s with --smoke)")
+	fs.IntVar(&o.xprocRounds, "xproc-rounds", 1, "W3 across processes (w3x) runs in the first N rounds of each driver mode")
 	memSmall := fs.Int("mem-small", 0, "Memory small backlog (default 20000)")
 	memLarge := fs.Int("mem-large", 0, "Memory large backlog (default 200000)")
 	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize (0: its default, 100)")
@@ -85,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	setI(&o.sz.SlowN, *slowN)
 	setD(&o.sz.LatencyDur, *latDur)
 	setI(&o.sz.LatencyRate, *latRate)
+	setI(&o.sz.SporadicRate, *sporadicRate)
+	setD(&o.sz.IdleWait, *idleWait)
+	setD(&o.sz.IdleWindow, *idleWindow)
 	setI(&o.sz.MemSmall, *memSmall)
 	setI(&o.sz.MemLarge, *memLarge)
 	o.only = strings.Split(*only, ",")
@@ -254,18 +268,26 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		})
 	}
 
-	for _, lc := range latencyCases(consumers) {
-		if !b.wants("w3", lc.sys.name()) || ctx.Err() != nil {
+	for _, lc := range latencyCases(consumers, e.sz) {
+		if !b.wants(lc.key, lc.sys.name()) || ctx.Err() != nil || (lc.xproc && e.round > b.o.xprocRounds) {
 			continue
 		}
 		t := time.Now()
-		lr, err := e.runLatency(ctx, lc.sys, lc.delay, lc.xproc)
+		lr, err := e.runLatency(ctx, lc.sys, lc.delay, lc.xproc, lc.rate)
 		took := time.Since(t)
-		for _, m := range []struct {
-			metric string
-			v      float64
-		}{{"p50", lr.P50}, {"p95", lr.P95}, {"p99", lr.P99}, {"business tx p99", lr.TxP99}} {
-			r := result{Mode: base.Mode, Round: base.Round, System: lc.sys.name(), Unit: "ms",
+		metrics := []struct {
+			metric, unit string
+			v            float64
+		}{{"p50", "ms", lr.P50}, {"p95", "ms", lr.P95}, {"p99", "ms", lr.P99}, {"business tx p99", "ms", lr.TxP99},
+			{"claims or polls per message", "claims/msg", perMsg(lr.Counts.Claims, lr.N)}}
+		if lc.xproc {
+			metrics = append(metrics, struct {
+				metric, unit string
+				v            float64
+			}{"consumer statements per message", "stmt/msg", perMsg(lr.Counts.Stmts, lr.N)})
+		}
+		for _, m := range metrics {
+			r := result{Mode: base.Mode, Round: base.Round, System: lc.sys.name(), Unit: m.unit,
 				Workload: "W3 " + lc.label + ", " + m.metric, Value: m.v}
 			if m.metric == "p50" { // count losses once per run
 				r.Loss, r.Dup = lr.Loss, lr.Dup
@@ -280,6 +302,43 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		}
 	}
 
+	// Idle: once per run (the first driver mode's first round; the poll timing does not depend
+	// on the driver mode), every consumer system at the same time, each in its own child
+	// process and database, so the case costs IdleWait + IdleWindow once.
+	if e.round == 1 && e.mode == b.o.modes[0] && ctx.Err() == nil {
+		var idle []system
+		for _, sys := range consumers {
+			if b.wants("idle", sys.name()) {
+				idle = append(idle, sys)
+			}
+		}
+		type idleOut struct {
+			r   idleResult
+			err error
+		}
+		outs := make([]idleOut, len(idle))
+		t := time.Now()
+		var wg sync.WaitGroup
+		for i, sys := range idle {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := e.runIdle(ctx, sys)
+				outs[i] = idleOut{r, err}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(t)
+		for i, sys := range idle {
+			o := outs[i]
+			label := fmt.Sprintf("Idle after %s without traffic", e.sz.IdleWait)
+			b.record(result{Mode: base.Mode, Round: base.Round, System: sys.name(), Unit: "claims/s",
+				Workload: label + ", claims or polls per second", Value: o.r.ClaimsPerSec, Loss: o.r.Loss, Dup: o.r.Dup}, o.err, took)
+			b.record(result{Mode: base.Mode, Round: base.Round, System: sys.name(), Unit: "stmt/s",
+				Workload: label + ", consumer statements per second", Value: o.r.StmtsPerSec, Note: o.r.Note}, o.err, took)
+		}
+	}
+
 	for _, sys := range consumers {
 		for _, n := range []int{e.sz.MemSmall, e.sz.MemLarge} {
 			one(fmt.Sprintf("Memory peak RSS, backlog %d", n), sys, func() (result, error) { return e.runMemory(ctx, sys, n) })
@@ -288,28 +347,44 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 }
 
 type latencyCase struct {
+	key   string // w3 or w3x
 	label string
 	sys   system
 	delay time.Duration
 	xproc bool
+	rate  int
 }
 
-// latencyCases: outboxgen in the enqueuing process (InTx wakes the worker) and in another
-// process (polling only); watermill in-process (it has no wake-up, so a process boundary
-// changes nothing for it).
-func latencyCases(consumers []system) []latencyCase {
+// latencyCases: W3 with the consumer in the enqueuing process (outboxgen's InTx wakes the
+// worker; watermill has no wake-up), and W3 across processes (the consumer in a child process,
+// no wake-up: the worker polls) for both systems at LatencyRate and at SporadicRate, and
+// outboxgen's 5 ms handler at LatencyRate.
+func latencyCases(consumers []system, sz sizes) []latencyCase {
 	var out []latencyCase
 	for _, sys := range consumers {
 		out = append(out,
-			latencyCase{"same process, no-op", sys, 0, false},
-			latencyCase{"same process, 5 ms handler", sys, slowHandler, false})
+			latencyCase{"w3", "same process, no-op", sys, 0, false, sz.LatencyRate},
+			latencyCase{"w3", "same process, 5 ms handler", sys, slowHandler, false, sz.LatencyRate})
+	}
+	for _, rate := range []int{sz.LatencyRate, sz.SporadicRate} {
+		for _, sys := range consumers {
+			out = append(out, latencyCase{"w3x", fmt.Sprintf("other process, no-op, %d tx/s", rate), sys, 0, true, rate})
+		}
+	}
+	for _, sys := range consumers {
 		if sys.name() == "outboxgen" {
-			out = append(out,
-				latencyCase{"other process, no-op", sys, 0, true},
-				latencyCase{"other process, 5 ms handler", sys, slowHandler, true})
+			out = append(out, latencyCase{"w3x", fmt.Sprintf("other process, 5 ms handler, %d tx/s", sz.LatencyRate), sys, slowHandler, true, sz.LatencyRate})
 		}
 	}
 	return out
+}
+
+// perMsg is count / n, or -1 (not measured) when count is negative.
+func perMsg(count int64, n int) float64 {
+	if count < 0 || n == 0 {
+		return -1
+	}
+	return float64(count) / float64(n)
 }
 
 func workloadKey(label string) string {
@@ -318,8 +393,12 @@ func workloadKey(label string) string {
 		return "w1"
 	case strings.HasPrefix(label, "W2"):
 		return "w2"
+	case strings.HasPrefix(label, "W3 other process"):
+		return "w3x"
 	case strings.HasPrefix(label, "W3"):
 		return "w3"
+	case strings.HasPrefix(label, "Idle"):
+		return "idle"
 	default:
 		return "mem"
 	}

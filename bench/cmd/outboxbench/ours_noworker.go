@@ -9,6 +9,6 @@ import (
 )
 
 // Built with -tags noworker while runtime/outbox has no Worker yet: W1 runs, consumers fail.
-func (oursSystem) consume(context.Context, *sql.DB, consumerConfig, func([]byte)) (func() error, error) {
-	return nil, errors.New("outboxgen: built with -tags noworker")
+func (oursSystem) consume(context.Context, *sql.DB, consumerConfig, func([]byte)) (consumer, error) {
+	return consumer{}, errors.New("outboxgen: built with -tags noworker")
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (func() error, error) {
+func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error) {
 	r := outbox.NewRouter()
 	r.Handle(ourType, outbox.Policy{}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		if c.HandlerDelay > 0 {
@@ -25,6 +25,8 @@ func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onM
 		return nil
 	})
 	obs := &claimObs{}
+	// The default Config but for the bench's levers (zero values: the defaults, which is what
+	// the table reports): PollInterval 1s, MinPollInterval 20ms, BatchSize 100, Concurrency 16.
 	w, err := outbox.NewWorker(db, r, outbox.Config{
 		PollInterval: c.PollInterval,
 		BatchSize:    oursBatch,
@@ -34,12 +36,15 @@ func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onM
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
-		return nil, err
+		return consumer{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	return func() error {
+	counts := func() consumerCounts {
+		return consumerCounts{Claims: obs.claims.Load(), Empty: obs.empty.Load(), Stmts: -1}
+	}
+	return consumer{counts: counts, stop: func() error {
 		cancel()
 		err := <-done
 		// Where a drain's time goes: claims, rows per claim and time per claim (to stderr).
@@ -48,7 +53,7 @@ func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onM
 				c, obs.empty.Load(), float64(obs.rows.Load())/float64(c), float64(obs.claimNs.Load())/float64(c)/1e6)
 		}
 		return err
-	}, nil
+	}}, nil
 }
 
 // claimObs counts the worker's claims through its Observer hook.

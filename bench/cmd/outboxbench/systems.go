@@ -22,8 +22,8 @@ type system interface {
 	// InTx also wakes the workers of this process after the commit.
 	inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error
 	// consume starts one consumer on db; every handled payload goes to onMsg after the
-	// handler delay. stop ends it gracefully and returns its error, if any.
-	consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (stop func() error, err error)
+	// handler delay. Its stop ends it gracefully and returns its error, if any.
+	consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error)
 	// verifyDrained checks in the database that every message is recorded as done.
 	verifyDrained(ctx context.Context, db *sql.DB, n int) error
 	// countMessages counts the messages stored (L0: the business rows).
@@ -42,6 +42,33 @@ type consumerConfig struct {
 	// PollInterval overrides the system's default when non-zero (the defaults are what the
 	// table reports; see W3).
 	PollInterval time.Duration
+}
+
+// consumer is one running consumer.
+type consumer struct {
+	stop   func() error          // ends it gracefully; its error, if any
+	counts func() consumerCounts // its claims (polls) so far
+}
+
+// consumerCounts are a consumer's running totals, read before and after a measured window.
+type consumerCounts struct {
+	// Claims: outboxgen's claim transactions, counted by its Observer (Claimed is called once
+	// per claim transaction, found rows or not); watermill's polls, each a transaction around
+	// one SELECT of its messages table, counted by a wrapper of the Beginner its subscriber
+	// gets (countingBeginner).
+	Claims int64
+	Empty  int64 // claims or polls that found nothing
+	// Stmts: every SQL statement the consumer's pool sent (countingConnector; see stmtCounter),
+	// known only for a consumer in a child process, which has its pool to itself; -1 otherwise.
+	Stmts int64
+}
+
+func (c consumerCounts) minus(o consumerCounts) consumerCounts {
+	d := consumerCounts{Claims: c.Claims - o.Claims, Empty: c.Empty - o.Empty, Stmts: -1}
+	if c.Stmts >= 0 && o.Stmts >= 0 {
+		d.Stmts = c.Stmts - o.Stmts
+	}
+	return d
 }
 
 // plainTx begins, runs fn and commits: what the limit and watermill do.
@@ -75,8 +102,8 @@ func (limitSystem) enqueueBatch(context.Context, *sql.Tx, [][]byte) error { retu
 func (limitSystem) inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return plainTx(ctx, db, fn)
 }
-func (limitSystem) consume(context.Context, *sql.DB, consumerConfig, func([]byte)) (func() error, error) {
-	return nil, errors.New("L0 has no consumer")
+func (limitSystem) consume(context.Context, *sql.DB, consumerConfig, func([]byte)) (consumer, error) {
+	return consumer{}, errors.New("L0 has no consumer")
 }
 func (limitSystem) verifyDrained(context.Context, *sql.DB, int) error { return nil }
 func (limitSystem) countMessages(ctx context.Context, db *sql.DB) (int64, error) {

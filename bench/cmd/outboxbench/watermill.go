@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -123,21 +124,22 @@ func (watermillSystem) inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx)
 	return plainTx(ctx, db, fn)
 }
 
-func (w watermillSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (func() error, error) {
-	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
+func (w watermillSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error) {
+	cb := &countingBeginner{Beginner: wsql.BeginnerFromStdSQL(db)}
+	sub, err := wsql.NewSubscriber(cb, wsql.SubscriberConfig{
 		ConsumerGroup:  wmGroup,
 		SchemaAdapter:  w.schema(),
 		OffsetsAdapter: wsql.DefaultMySQLOffsetsAdapter{},
 		PollInterval:   c.PollInterval,
 	}, nil)
 	if err != nil {
-		return nil, err
+		return consumer{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ch, err := sub.Subscribe(ctx, wmTopic)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, sub.Close())
+		return consumer{}, errors.Join(err, sub.Close())
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -151,12 +153,75 @@ func (w watermillSystem) consume(ctx context.Context, db *sql.DB, c consumerConf
 			msg.Ack()
 		}
 	}()
-	return func() error {
+	counts := func() consumerCounts {
+		return consumerCounts{Claims: cb.polls.Load(), Empty: cb.empty.Load(), Stmts: -1}
+	}
+	return consumer{counts: counts, stop: func() error {
 		cancel()
 		err := sub.Close()
 		wg.Wait()
 		return err
-	}, nil
+	}}, nil
+}
+
+// countingBeginner is the Beginner the subscriber gets: it counts watermill's polls. Each poll
+// (Subscriber.query in watermill-sql v4.1.2) is one transaction that runs one SELECT of the
+// messages table (wmPollPrefix), then, when rows came back, one INSERT per message into the
+// offsets table (offset_consumed) and one UPDATE of offset_acked; an empty poll is followed by
+// PollInterval of sleep. A poll here is a run of that SELECT; an empty one is a transaction
+// that ran it and nothing else.
+type countingBeginner struct {
+	wsql.Beginner
+	polls, empty atomic.Int64
+}
+
+// wmPollPrefix starts DefaultMySQLSchema's SelectQuery (and mysqlSchema's, which inherits it).
+const wmPollPrefix = "SELECT `offset`, `uuid`, `payload`, `metadata` FROM "
+
+func (b *countingBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx, error) {
+	tx, err := b.Beginner.BeginTx(ctx, opts)
+	if err != nil {
+		return tx, err
+	}
+	return &countingWmTx{Tx: tx, b: b}, nil
+}
+
+type countingWmTx struct {
+	wsql.Tx
+	b            *countingBeginner
+	polled, more bool
+}
+
+func (t *countingWmTx) QueryContext(ctx context.Context, query string, args ...any) (wsql.Rows, error) {
+	if strings.HasPrefix(query, wmPollPrefix) {
+		t.polled = true
+		t.b.polls.Add(1)
+	} else {
+		t.more = true
+	}
+	return t.Tx.QueryContext(ctx, query, args...)
+}
+
+func (t *countingWmTx) ExecContext(ctx context.Context, query string, args ...any) (wsql.Result, error) {
+	t.more = true
+	return t.Tx.ExecContext(ctx, query, args...)
+}
+
+func (t *countingWmTx) Commit() error {
+	t.end()
+	return t.Tx.Commit()
+}
+
+func (t *countingWmTx) Rollback() error {
+	t.end()
+	return t.Tx.Rollback()
+}
+
+func (t *countingWmTx) end() {
+	if t.polled && !t.more {
+		t.b.empty.Add(1)
+	}
+	t.polled, t.more = false, false // Commit after a failed Rollback must not count twice
 }
 
 // verifyDrained checks that the consumer group's acked offset reached the last message.

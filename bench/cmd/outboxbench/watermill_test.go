@@ -82,7 +82,7 @@ func TestWatermillRoundTrip(t *testing.T) {
 	var mu sync.Mutex
 	var got [][]byte
 	done := make(chan struct{})
-	stop, err := w.consume(ctx, db, consumerConfig{PollInterval: 50 * time.Millisecond}, func(p []byte) {
+	cons, err := w.consume(ctx, db, consumerConfig{PollInterval: 50 * time.Millisecond}, func(p []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, bytes.Clone(p))
@@ -98,7 +98,10 @@ func TestWatermillRoundTrip(t *testing.T) {
 	case <-ctx.Done():
 	}
 	drainErr := waitDrained(ctx, w, db, len(want)) // the last ack is written after the handler
-	if err := stop(); err != nil {
+	if cc := cons.counts(); cc.Claims < 1 || cc.Empty > cc.Claims {
+		t.Errorf("counted %d polls, %d empty: want at least one poll that found messages", cc.Claims, cc.Empty)
+	}
+	if err := cons.stop(); err != nil {
 		t.Error(err)
 	}
 	if drainErr != nil {

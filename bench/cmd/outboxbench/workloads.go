@@ -14,27 +14,34 @@ import (
 
 // sizes are the knobs of one run. fullSizes are the issue's; smokeSizes keep scripts/test fast.
 type sizes struct {
-	TxDuration  time.Duration // each L0/W1 throughput measurement
-	UpdateRows  int           // rows in biz for L0's UPDATE ... WHERE id IN (100 ids)
-	DrainN      int           // W2 backlog, no-op handler
-	SlowN       int           // W2 backlog, 5 ms handler
-	LatencyRate int           // W3 business transactions per second
-	LatencyDur  time.Duration // W3 duration
-	MemSmall    int           // Memory: small backlog
-	MemLarge    int           // Memory: large backlog
+	TxDuration   time.Duration // each L0/W1 throughput measurement
+	UpdateRows   int           // rows in biz for L0's UPDATE ... WHERE id IN (100 ids)
+	DrainN       int           // W2 backlog, no-op handler
+	SlowN        int           // W2 backlog, 5 ms handler
+	LatencyRate  int           // W3 business transactions per second
+	LatencyDur   time.Duration // W3 duration (both rates)
+	SporadicRate int           // W3 across processes, sporadic traffic: transactions per second
+	IdleWait     time.Duration // Idle: time without traffic before the window
+	IdleWindow   time.Duration // Idle: the window over which claims are counted
+	MemSmall     int           // Memory: small backlog
+	MemLarge     int           // Memory: large backlog
 }
 
 var fullSizes = sizes{
 	TxDuration: 5 * time.Second, UpdateRows: 20000,
 	DrainN: 50000, SlowN: 2000,
-	LatencyRate: 300, LatencyDur: 20 * time.Second,
+	LatencyRate: 300, LatencyDur: 20 * time.Second, SporadicRate: 20,
+	IdleWait: 30 * time.Second, IdleWindow: 10 * time.Second,
 	MemSmall: 20000, MemLarge: 200000,
 }
 
 var smokeSizes = sizes{
 	TxDuration: 300 * time.Millisecond, UpdateRows: 1000,
 	DrainN: 600, SlowN: 100,
-	LatencyRate: 100, LatencyDur: time.Second,
+	LatencyRate: 100, LatencyDur: time.Second, SporadicRate: 20,
+	// The idle case waits far less than the 30 s, so the smoke run stays near a minute:
+	// it checks that the case runs and counts, not what an idle worker costs.
+	IdleWait: 3 * time.Second, IdleWindow: 2 * time.Second,
 	MemSmall: 200, MemLarge: 2000,
 }
 
@@ -250,11 +257,11 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 				return err
 			}
 			pools = append(pools, pool)
-			stop, err := sys.consume(ctx, pool, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
+			cons, err := sys.consume(ctx, pool, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
 			if err != nil {
 				return err
 			}
-			stops = append(stops, stop)
+			stops = append(stops, cons.stop)
 		}
 		// Generous: a slow system still finishes, and its slowness shows in msg/s.
 		drainErr := awaitAll(ctx, tr, sys, db, n, 2*time.Minute+time.Duration(n)*(delay+2*time.Millisecond))
@@ -285,20 +292,26 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 type latencyResult struct {
 	P50, P95, P99, TxP99 float64 // milliseconds
 	Loss, Dup            int64
+	N                    int            // messages
+	Counts               consumerCounts // the consumer's, from the producer's start to the last delivery
 	Note                 string
 	Lagged               int // transactions that started more than 10 ms late (producer could not keep the rate)
 }
 
-// runLatency runs LatencyRate business transactions per second for LatencyDur while one
-// consumer runs, in this process (sharing the pool, so outboxgen's InTx wakes it) or in a
-// child process (xproc: no wake-up, the worker polls). Commit-to-handler latency is the time
-// from the producer's commit returning to the handler's first call for that sequence number.
-func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration, xproc bool) (latencyResult, error) {
+// runLatency runs rate business transactions per second for LatencyDur while one consumer
+// runs, in this process (sharing the pool, so outboxgen's InTx wakes it) or in a child process
+// (xproc: no wake-up, the worker polls). Commit-to-handler latency is the time from the
+// producer's commit returning to the handler's first call for that sequence number. The
+// consumer's claims (watermill: polls) are counted from just before the first transaction to
+// the last message's delivery (the run's tail, a few claims at most, included).
+func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration, xproc bool, rate int) (latencyResult, error) {
 	var out latencyResult
 	err := e.withDB(ctx, "lat", sys, func(dbName string, db *sql.DB) error {
-		n := int(float64(e.sz.LatencyRate) * e.sz.LatencyDur.Seconds())
+		n := int(float64(rate) * e.sz.LatencyDur.Seconds())
+		out.N = n
 		tr := newTracker(n)
 		var stop func() error
+		var counts func() (consumerCounts, error)
 		if xproc {
 			dsn, err := e.srv.dsnFor(dbName, e.mode)
 			if err != nil {
@@ -308,21 +321,26 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 			if err != nil {
 				return err
 			}
-			stop = c.stop
+			stop, counts = c.stop, c.askCounts
 		} else {
-			s, err := sys.consume(ctx, db, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
+			c, err := sys.consume(ctx, db, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
 			if err != nil {
 				return err
 			}
-			stop = s
+			stop = c.stop
+			counts = func() (consumerCounts, error) { return c.counts(), nil }
 		}
 		before, err := status(ctx, db)
 		if err != nil {
 			return errors.Join(err, stop())
 		}
+		countsBefore, err := counts()
+		if err != nil {
+			return errors.Join(err, stop())
+		}
 		commitAt := make([]int64, n)
 		txDur := make([]time.Duration, n)
-		interval := time.Duration(float64(time.Second) / float64(e.sz.LatencyRate))
+		interval := time.Duration(float64(time.Second) / float64(rate))
 		sem := make(chan struct{}, 32)
 		var wg sync.WaitGroup
 		var firstErr error
@@ -359,6 +377,7 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 		}
 		wg.Wait()
 		drainErr := awaitAll(ctx, tr, sys, db, n, time.Minute+time.Duration(n)*delay)
+		countsAfter, countErr := counts()
 		stopErr := stop()
 		if firstErr != nil {
 			return errors.Join(firstErr, stopErr)
@@ -366,12 +385,20 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 		if stopErr != nil {
 			return fmt.Errorf("stop consumer: %w", stopErr)
 		}
+		if countErr != nil {
+			return countErr
+		}
+		out.Counts = countsAfter.minus(countsBefore)
 		out.Loss, out.Dup, out.Lagged = tr.losses(), tr.dups(), lagged
 		after, err := status(ctx, db)
 		if err != nil {
 			return errors.Join(drainErr, err)
 		}
-		out.Note = "server per message: " + perMessage(before, after, n)
+		out.Note = fmt.Sprintf("consumer: %d claims or polls (%d empty)", out.Counts.Claims, out.Counts.Empty)
+		if out.Counts.Stmts >= 0 {
+			out.Note += fmt.Sprintf(", %d statements", out.Counts.Stmts)
+		}
+		out.Note += " for " + fmt.Sprint(n) + " messages; server per message: " + perMessage(before, after, n)
 		lat := make([]float64, 0, n)
 		for i := 0; i < n; i++ {
 			if tr.firstAt[i].Load() == 0 {
@@ -391,6 +418,89 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 		return drainErr
 	})
 	return out, err
+}
+
+// ---- Idle: what a worker costs the database when nothing arrives ----
+
+// idleBurst messages go through each idle consumer first, so the worker has been busy (and
+// adapted its polling to traffic) before the traffic stops.
+const idleBurst = 20
+
+// idleResult is one system's idle cost.
+type idleResult struct {
+	ClaimsPerSec, StmtsPerSec float64
+	Loss, Dup                 int64
+	Note                      string
+}
+
+// runIdle starts a consumer of sys in a child process, puts idleBurst messages through it, lets
+// it sit IdleWait without traffic, and counts its claims (watermill: polls) and its pool's
+// statements over the next IdleWindow, per second.
+func (e runEnv) runIdle(ctx context.Context, sys system) (idleResult, error) {
+	var out idleResult
+	err := e.withDB(ctx, "idle", sys, func(dbName string, db *sql.DB) error {
+		dsn, err := e.srv.dsnFor(dbName, e.mode)
+		if err != nil {
+			return err
+		}
+		tr := newTracker(idleBurst)
+		c, err := startChild(ctx, e.exe, sys.name(), dsn, 0, tr)
+		if err != nil {
+			return err
+		}
+		var runErr error
+		for i := int64(0); i < idleBurst && runErr == nil; i++ {
+			p := makePayload(i, time.Now())
+			runErr = sys.inTx(ctx, db, func(tx *sql.Tx) error {
+				if err := insertBiz(ctx, tx, i); err != nil {
+					return err
+				}
+				return sys.enqueue(ctx, tx, p)
+			})
+		}
+		if runErr == nil {
+			runErr = awaitAll(ctx, tr, sys, db, idleBurst, time.Minute)
+		}
+		var c0, c1 consumerCounts
+		var t0, t1 time.Time
+		if runErr == nil {
+			runErr = sleepCtx(ctx, e.sz.IdleWait)
+		}
+		if runErr == nil {
+			c0, runErr = c.askCounts()
+			t0 = time.Now()
+		}
+		if runErr == nil {
+			runErr = sleepCtx(ctx, e.sz.IdleWindow)
+		}
+		if runErr == nil {
+			c1, runErr = c.askCounts()
+			t1 = time.Now()
+		}
+		if err := errors.Join(runErr, c.stop()); err != nil {
+			return err
+		}
+		out.Loss, out.Dup = tr.losses(), tr.dups()
+		d := c1.minus(c0)
+		secs := t1.Sub(t0).Seconds()
+		out.ClaimsPerSec = float64(d.Claims) / secs
+		out.StmtsPerSec = float64(d.Stmts) / secs
+		out.Note = fmt.Sprintf("idle %s, then over %.1f s: %d claims or polls (%d empty), %d statements",
+			e.sz.IdleWait, secs, d.Claims, d.Empty, d.Stmts)
+		return nil
+	})
+	return out, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // pct returns the p-th percentile (nearest rank) of xs; it sorts xs.
