@@ -59,6 +59,11 @@ func TestDatabaseTextStaysInert(t *testing.T) {
 	if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("Content-Security-Policy = %q, want script-src 'self' (no inline script runs even if one slipped through)", csp)
 	}
+	// Not no-referrer: Chromium then posts the console's own forms with "Origin: null", which
+	// the origin check refuses (found by the e2e test).
+	if rp := r.header.Get("Referrer-Policy"); rp != "same-origin" {
+		t.Errorf("Referrer-Policy = %q, want same-origin", rp)
+	}
 }
 
 // TestRedactMasksSecrets: WithRedact reaches every text from the database and the errors.
