@@ -1,0 +1,99 @@
+// Package outboxotel connects outboxgen to OpenTelemetry: the enqueuing request's trace context
+// travels with each message, every handler call is a span, and the worker's counts and
+// durations and the table's depth are OTel metrics.
+//
+// It is its own Go module, so applications that use runtime/outbox without OpenTelemetry never
+// inherit it. Wiring is one line on each side:
+//
+//	outboxotel.InstallEnqueue()                          // at startup, process-wide
+//	cfg, err := outboxotel.Instrument(outbox.Config{})   // the worker: spans and metrics
+//	w, err := outbox.NewWorker(db, router, cfg)
+//
+// and, for the table's depth, lag and stuck rows as gauges (one query per collection):
+//
+//	reg, err := outboxotel.RegisterStats(db)
+//
+// Providers and the propagator default to OpenTelemetry's globals (otel.GetTracerProvider,
+// otel.GetMeterProvider, otel.GetTextMapPropagator); options override them. The global
+// propagator does nothing until the application sets one, as every OpenTelemetry setup does:
+//
+//	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
+//		propagation.TraceContext{}, propagation.Baggage{}))
+//
+// # Enqueue: headers, never a failed enqueue
+//
+// InstallEnqueue registers an outbox.EnqueueHook that writes what the propagator injects from
+// the enqueuing context (with the W3C propagators: traceparent, tracestate and baggage) into
+// the message's headers. An untraced context adds nothing (baggage aside). Tracing must never
+// fail a business transaction, so the hook stores only what outbox.Enqueue accepts: a header
+// whose key or value the core would refuse (bad key syntax, the reserved outbox- prefix, a
+// value that is not UTF-8, holds CR, LF or NUL, or is over 4096 bytes) is dropped with a
+// warning on the logger (at most one line a minute, with the number suppressed); an oversized
+// baggage or tracestate loses list members until it fits, as the W3C specifications allow
+// (baggage: largest members first; tracestate: members over 128 bytes, then from the end); all
+// trace headers together stay within 8 KiB (half the core's 16 KiB), and a propagator that
+// panics costs the message its trace headers, not its enqueue.
+//
+// By default the hook also adds an event "outboxgen.enqueue" (with the event type) to the
+// enqueuing span, so a person reading the request's trace sees where the message was created;
+// it records that the trace context was captured, not that the transaction committed.
+// WithEnqueueSpan creates a PRODUCER span "create <event type>" per message instead, and the
+// handler's spans link to it rather than to the request's span.
+//
+// # Handler spans: linked, not children
+//
+// Middleware runs each handler call in a span of kind CONSUMER named "process <event type>".
+// By default the span starts a new trace and carries a link to the enqueuing span, as the
+// OpenTelemetry messaging conventions recommend for asynchronous delivery: a message may be
+// handled seconds or days after its request ended, and retried many times; as children, those
+// attempts would stretch the request's trace over days and make its duration meaningless. A
+// trace viewer follows the link from the handler's span to the request and back. AsChild makes
+// each handler span a child of the enqueuing span instead (one trace per request, useful when
+// delivery is prompt and the backend shows links poorly). A message enqueued without a trace
+// context (or with one that does not parse) gets a root span without a link. Baggage from the
+// headers is put in the handler's context either way.
+//
+// Each delivery, retries included, is its own span, with these attributes:
+//
+//	messaging.system            "outboxgen"
+//	messaging.operation.type    "process"
+//	messaging.operation.name    "process"
+//	messaging.destination.name  the event type
+//	messaging.message.id        the message id
+//	messaging.message.body.size the payload's size in bytes
+//	outboxgen.attempt           Delivery.Attempt (1 on the first delivery)
+//	outboxgen.max_attempts      Delivery.MaxAttempts
+//	outboxgen.outcome           sent, retried or failed
+//
+// A handler error is recorded on the span (an exception event, status Error, error.type);
+// outboxgen.outcome is "sent" for nil, "failed" for an outbox.Permanent error or the last
+// attempt, and "retried" otherwise (also when the worker's shutdown cancelled the handler: the
+// worker gives the message back). A panic is recorded and re-raised, for the worker to recover
+// as usual.
+//
+// # Metrics
+//
+// Observer (an outbox.Observer over an OTel Meter) and RegisterStats report what
+// runtime/outboxprom reports, named by the OpenTelemetry conventions where one applies:
+//
+//	messaging.client.consumed.messages   counter, rows claimed (outbox_claimed_total)
+//	messaging.client.operation.duration  histogram, s, one claim transaction (outbox_claim_duration_seconds)
+//	messaging.process.duration           histogram, s, handler calls by event type and outcome
+//	                                     (outbox_handler_duration_seconds)
+//	outboxgen.handled.messages           counter, handler calls by event type and outcome
+//	                                     (outbox_sent_total, outbox_retried_total, outbox_failed_total)
+//	outboxgen.reclaimed.messages         counter, rows moved back by reclaim passes (outbox_reclaimed_total)
+//	outboxgen.stuck_seen.messages        counter, stuck rows seen, summed over watch passes
+//	                                     (outbox_stuck_seen_total)
+//
+// and, from outbox.Stats at each collection (RegisterStats; the same for every instance):
+//
+//	outboxgen.messages                   gauge, rows by event type and outboxgen.status (outbox_messages)
+//	outboxgen.due.messages               gauge, PENDING rows already due (outbox_due_messages)
+//	outboxgen.oldest_pending.age         gauge, s (outbox_oldest_pending_age_seconds)
+//	outboxgen.oldest_due.age             gauge, s (outbox_oldest_due_age_seconds)
+//	outboxgen.stale.messages             gauge (outbox_stale_messages)
+//	outboxgen.stuck.messages             gauge (outbox_stuck_messages)
+//
+// The event type is messaging.destination.name on every instrument that has one.
+package outboxotel

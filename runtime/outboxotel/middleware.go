@@ -1,0 +1,136 @@
+package outboxotel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Attribute keys of this package's own (not in the OpenTelemetry conventions).
+const (
+	AttemptKey     = attribute.Key("outboxgen.attempt")      // Delivery.Attempt
+	MaxAttemptsKey = attribute.Key("outboxgen.max_attempts") // Delivery.MaxAttempts
+	OutcomeKey     = attribute.Key("outboxgen.outcome")      // sent, retried, failed
+	StatusKey      = attribute.Key("outboxgen.status")       // PENDING, PROCESSING, FAILED (outboxgen.messages)
+)
+
+// maxStatusDescription bounds the span status text: the error itself is recorded whole in
+// the exception event (the SDK's attribute limits apply there).
+const maxStatusDescription = 1024
+
+// Middleware returns the worker middleware that runs each handler call in a CONSUMER span
+// "process <event type>", linked to the enqueuing span (or its child, with AsChild), with the
+// messaging attributes, the attempt and the outcome; see the package documentation. Put it
+// first in outbox.Config.Middleware (Instrument does) so that its span covers the others and
+// it sees the error the worker will see. Options used: WithTracerProvider, WithPropagator,
+// AsChild.
+func Middleware(opts ...Option) outbox.Middleware {
+	c := newConfig(opts)
+	m := &middleware{
+		tracer:     c.tracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		propagator: c.propagator,
+		asChild:    c.asChild,
+	}
+	return m.wrap
+}
+
+type middleware struct {
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	asChild    bool
+}
+
+func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
+	return func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) (err error) {
+		// The message's context alone: a span the worker's own context may carry is not the
+		// enqueuing one.
+		msg := m.propagator.Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), propagation.MapCarrier(d.Headers))
+		enqueuing := trace.SpanContextFromContext(msg)
+		if bag := baggage.FromContext(msg); bag.Len() > 0 {
+			ctx = baggage.ContextWithBaggage(ctx, bag)
+		}
+		start := []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				semconv.MessagingSystemKey.String(System),
+				semconv.MessagingOperationTypeProcess,
+				semconv.MessagingOperationName("process"),
+				semconv.MessagingDestinationName(d.EventType),
+				semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10)),
+				semconv.MessagingMessageBodySize(len(payload)),
+				AttemptKey.Int(d.Attempt),
+				MaxAttemptsKey.Int(d.MaxAttempts),
+			),
+		}
+		switch {
+		case m.asChild && enqueuing.IsValid():
+			ctx = trace.ContextWithRemoteSpanContext(ctx, enqueuing)
+		case enqueuing.IsValid():
+			start = append(start, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: enqueuing}))
+		default:
+			start = append(start, trace.WithNewRoot())
+		}
+		ctx, span := m.tracer.Start(ctx, "process "+d.EventType, start...)
+		defer func() {
+			if p := recover(); p != nil {
+				perr := fmt.Errorf("panic: %v", p)
+				span.RecordError(perr, trace.WithStackTrace(true))
+				span.SetAttributes(OutcomeKey.String(string(outcome(ctx, perr, d))), semconv.ErrorTypeKey.String("panic"))
+				span.SetStatus(codes.Error, truncate(perr.Error(), maxStatusDescription))
+				span.End()
+				panic(p) // the worker recovers it, as without this middleware
+			}
+			span.SetAttributes(OutcomeKey.String(string(outcome(ctx, err, d))))
+			if err != nil {
+				span.RecordError(err)
+				span.SetAttributes(errorType(ctx, err))
+				span.SetStatus(codes.Error, truncate(err.Error(), maxStatusDescription))
+			}
+			span.End()
+		}()
+		return next(ctx, payload, d)
+	}
+}
+
+// outcome is what the worker will record for err, by the worker's rules: nil is sent; a
+// Permanent error, or any error on the last attempt, is failed; any other error is retried,
+// and so is one the worker's shutdown caused (it gives the message back without counting the
+// attempt).
+func outcome(ctx context.Context, err error, d outbox.Delivery) outbox.Outcome {
+	switch {
+	case err == nil:
+		return outbox.OutcomeSent
+	case errors.Is(ctx.Err(), context.Canceled):
+		return outbox.OutcomeRetried
+	case outbox.IsPermanent(err):
+		return outbox.OutcomeFailed
+	case d.MaxAttempts > 0 && d.Attempt >= d.MaxAttempts:
+		return outbox.OutcomeFailed
+	}
+	return outbox.OutcomeRetried
+}
+
+// errorType is error.type: a few classes the worker treats apart, else the error's own
+// (its ErrorType method, or its Go type).
+func errorType(ctx context.Context, err error) attribute.KeyValue {
+	switch {
+	case outbox.IsPermanent(err):
+		return semconv.ErrorTypeKey.String("permanent")
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return semconv.ErrorTypeKey.String("timeout")
+	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
+		return semconv.ErrorTypeKey.String("canceled")
+	}
+	return semconv.ErrorType(err)
+}

@@ -1,0 +1,177 @@
+package outboxotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Handler durations run from milliseconds (a local insert) to the default 1m timeout; the same
+// boundaries as runtime/outboxprom's, so the two can be compared.
+var handlerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// A claim is one short transaction; past a second something is wrong (lock waits, a bad plan).
+var claimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+
+// Observer implements outbox.Observer with OpenTelemetry instruments (the list is in the
+// package documentation): what this process's workers did, per process; sum across instances.
+// Safe for concurrent use; one Observer may serve several workers of a process.
+type Observer struct {
+	consumed      metric.Int64Counter
+	claimDuration metric.Float64Histogram
+	handled       metric.Int64Counter
+	duration      metric.Float64Histogram
+	reclaimed     metric.Int64Counter
+	stuckSeen     metric.Int64Counter
+
+	claimAttrs metric.MeasurementOption
+	byOutcome  sync.Map // handledKey -> metric.MeasurementOption
+}
+
+var _ outbox.Observer = (*Observer)(nil)
+
+type handledKey struct {
+	eventType string
+	outcome   outbox.Outcome
+}
+
+// NewObserver creates the instruments on the meter provider's meter for ScopeName. Options
+// used: WithMeterProvider.
+func NewObserver(opts ...Option) (*Observer, error) {
+	c := newConfig(opts)
+	meter := c.meterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	var o Observer
+	var err, e error
+	o.consumed, e = meter.Int64Counter("messaging.client.consumed.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Rows claimed by this process's workers."))
+	err = errors.Join(err, e)
+	o.claimDuration, e = meter.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one claim transaction, empty claims included."),
+		metric.WithExplicitBucketBoundaries(claimBuckets...))
+	err = errors.Join(err, e)
+	o.handled, e = meter.Int64Counter("outboxgen.handled.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Handler calls by event type and outcome: sent (SENT), retried (back to PENDING with a backoff), failed (FAILED: permanent error, attempts exhausted, undecodable payload)."))
+	err = errors.Join(err, e)
+	o.duration, e = meter.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
+		metric.WithDescription("Handler call duration by event type and outcome (sent, retried, failed)."),
+		metric.WithExplicitBucketBoundaries(handlerBuckets...))
+	err = errors.Join(err, e)
+	o.reclaimed, e = meter.Int64Counter("outboxgen.reclaimed.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("PROCESSING rows whose lease expired, moved back to PENDING (or FAILED when exhausted) by this process's reclaim passes."))
+	err = errors.Join(err, e)
+	o.stuckSeen, e = meter.Int64Counter("outboxgen.stuck_seen.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Rows seen PROCESSING past 3x their lease, summed over watch passes. Any increase means nobody is reclaiming."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	o.claimAttrs = metric.WithAttributeSet(attribute.NewSet(
+		semconv.MessagingSystemKey.String(System),
+		semconv.MessagingOperationName("claim"),
+		semconv.MessagingOperationTypeReceive,
+	))
+	return &o, nil
+}
+
+// Claimed implements outbox.Observer.
+func (o *Observer) Claimed(n int, d time.Duration) {
+	if n > 0 { // a counter takes no negative value
+		o.consumed.Add(context.Background(), int64(n), o.claimAttrs)
+	}
+	o.claimDuration.Record(context.Background(), d.Seconds(), o.claimAttrs)
+}
+
+// Handled implements outbox.Observer.
+func (o *Observer) Handled(eventType string, outcome outbox.Outcome, d time.Duration) {
+	attrs := o.attrs(eventType, outcome)
+	o.handled.Add(context.Background(), 1, attrs)
+	o.duration.Record(context.Background(), d.Seconds(), attrs)
+}
+
+// Reclaimed implements outbox.Observer.
+func (o *Observer) Reclaimed(n int64) {
+	if n > 0 {
+		o.reclaimed.Add(context.Background(), n)
+	}
+}
+
+// Stuck implements outbox.Observer.
+func (o *Observer) Stuck(n int64) {
+	if n > 0 {
+		o.stuckSeen.Add(context.Background(), n)
+	}
+}
+
+// attrs is the attribute set of one (event type, outcome), built once: a handler call then
+// costs the instruments no allocation for it.
+func (o *Observer) attrs(eventType string, outcome outbox.Outcome) metric.MeasurementOption {
+	k := handledKey{eventType, outcome}
+	if a, ok := o.byOutcome.Load(k); ok {
+		return a.(metric.MeasurementOption)
+	}
+	kv := []attribute.KeyValue{
+		semconv.MessagingSystemKey.String(System),
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationName(eventType),
+		// An outcome added to the runtime later still shows up, under its own value.
+		OutcomeKey.String(string(outcome)),
+	}
+	if outcome != outbox.OutcomeSent {
+		kv = append(kv, semconv.ErrorTypeOther) // the conventions' mark of a failed operation
+	}
+	a, _ := o.byOutcome.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	return a.(metric.MeasurementOption)
+}
+
+// Instrument returns cfg with tracing and metrics wired: Middleware(opts...) first in
+// cfg.Middleware (outermost) and NewObserver(opts...) as cfg.Observer, beside the Observer cfg
+// already had (outboxprom's, say), which keeps receiving every event.
+//
+//	cfg, err := outboxotel.Instrument(outbox.Config{Concurrency: 32})
+func Instrument(cfg outbox.Config, opts ...Option) (outbox.Config, error) {
+	obs, err := NewObserver(opts...)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Middleware = append([]outbox.Middleware{Middleware(opts...)}, cfg.Middleware...)
+	if cfg.Observer != nil {
+		cfg.Observer = observers{cfg.Observer, obs}
+	} else {
+		cfg.Observer = obs
+	}
+	return cfg, nil
+}
+
+// observers passes every event to each of its members, in order.
+type observers []outbox.Observer
+
+func (os observers) Claimed(n int, d time.Duration) {
+	for _, o := range os {
+		o.Claimed(n, d)
+	}
+}
+
+func (os observers) Handled(eventType string, outcome outbox.Outcome, d time.Duration) {
+	for _, o := range os {
+		o.Handled(eventType, outcome, d)
+	}
+}
+
+func (os observers) Reclaimed(n int64) {
+	for _, o := range os {
+		o.Reclaimed(n)
+	}
+}
+
+func (os observers) Stuck(n int64) {
+	for _, o := range os {
+		o.Stuck(n)
+	}
+}

@@ -1,0 +1,73 @@
+package outboxotel
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// RegisterStats creates the table's gauges (outboxgen.messages, outboxgen.due.messages,
+// outboxgen.oldest_pending.age, outboxgen.oldest_due.age, outboxgen.stale.messages,
+// outboxgen.stuck.messages; see the package documentation) and a callback that runs
+// outbox.Stats (one grouped query) on db at each collection, as runtime/outboxprom's
+// StatsCollector does on each scrape. SENT rows are never counted. Every instance sees the same
+// numbers: register it in one process, or aggregate with max.
+//
+// A failed query is not hidden behind stale or zero values: that collection has no points for
+// these gauges, and the error goes to the reader (ManualReader.Collect returns it, a
+// PeriodicReader hands it to otel.Handle). Unregister the returned Registration to stop.
+// Options used: WithMeterProvider, WithStatsTimeout.
+func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) {
+	c := newConfig(opts)
+	meter := c.meterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	var err, e error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return g
+	}
+	messages := gauge("outboxgen.messages", "{message}",
+		"Rows by event type and status (PENDING, PROCESSING, FAILED; never SENT).")
+	due := gauge("outboxgen.due.messages", "{message}",
+		"PENDING rows whose next_attempt_at has passed: waiting only for a worker.")
+	stale := gauge("outboxgen.stale.messages", "{message}",
+		"PROCESSING rows past their lease (reclaim_after); a live worker reclaims them.")
+	stuck := gauge("outboxgen.stuck.messages", "{message}",
+		"PROCESSING rows past 3x their lease: nobody is reclaiming them. Alert on > 0.")
+	oldest, e := meter.Float64ObservableGauge("outboxgen.oldest_pending.age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest PENDING row by the database clock, 0 when none: the delivery lag, delayed and backed-off rows included."))
+	err = errors.Join(err, e)
+	oldestDue, e := meter.Float64ObservableGauge("outboxgen.oldest_due.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the longest-waiting due PENDING row has been claimable, 0 when none: grows when nobody claims."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	statuses := []outbox.Status{outbox.StatusPending, outbox.StatusProcessing, outbox.StatusFailed}
+	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, c.statsTimeout)
+		defer cancel()
+		s, err := outbox.Stats(ctx, db)
+		if err != nil {
+			return err
+		}
+		for eventType, tc := range s.ByType {
+			for i, n := range []int64{tc.Pending, tc.Processing, tc.Failed} {
+				o.ObserveInt64(messages, n, metric.WithAttributes(
+					semconv.MessagingDestinationName(eventType),
+					StatusKey.String(string(statuses[i]))))
+			}
+		}
+		o.ObserveInt64(due, s.Due)
+		o.ObserveFloat64(oldest, s.OldestPending.Seconds())
+		o.ObserveFloat64(oldestDue, s.OldestDue.Seconds())
+		o.ObserveInt64(stale, s.Stale)
+		o.ObserveInt64(stuck, s.Stuck)
+		return nil
+	}, messages, due, oldest, oldestDue, stale, stuck)
+}
+
