@@ -1,0 +1,80 @@
+// Package outboxnats relays outbox messages to NATS JetStream: a Publisher is an ordinary
+// outbox handler that publishes each delivery to a stream and returns only once the stream has
+// acknowledged it (the PubAck). The worker then marks the row SENT; a failed publish or a
+// missing ack is an error, so the row goes back to PENDING with its backoff and is published
+// again later. Delivery into the stream is therefore at least once, and JetStream's duplicate
+// window turns the repeats into one stored message: every publish carries
+// Nats-Msg-Id = Delivery.IdempotencyKey.
+//
+// It lives in a module of its own so the core's dependencies do not grow.
+//
+// # Wiring
+//
+//	relay := outbox.NewRouter()
+//	err := outboxnats.Register(relay, js, events.NewRouter(nil)) // every event of the catalog
+//	w, err := outbox.NewWorker(db, relay, outbox.Config{})
+//
+// Register reads only the event types and policies of the catalog's router (its handlers are
+// never called, so nil Handlers will do) and registers a publishing handler for each on relay.
+// Types lists event types by hand. New gives the Publisher itself, whose Handle method is an
+// outbox.HandlerFunc, for a router put together by hand.
+//
+// # The mapping
+//
+//   - Subject: SubjectPrefix + the event type, "outbox." by default: welcome_email is published
+//     on outbox.welcome_email. WithSubjectPrefix changes the prefix, WithSubject replaces the
+//     mapping. Dots in an event type are legal and make more tokens (billing.invoice_paid is
+//     outbox.billing.invoice_paid). Register checks every subject up front and refuses one that
+//     is not a valid literal NATS subject (empty token, whitespace, a * or > token), so the
+//     stream's subjects, "outbox.>" say, can be written knowing what will arrive.
+//   - Data: the payload, byte for byte as enqueued (JSON).
+//   - Nats-Msg-Id: Delivery.IdempotencyKey: the key of the message, or "msg:<id>" when it was
+//     enqueued without one.
+//   - Headers: every header of the message (outbox.Header, the trace context that
+//     runtime/outboxotel writes: traceparent, tracestate, baggage) under its own name, then
+//     the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
+//     reserves, so no header of the message can collide with them):
+//     outbox-message-id (the row id), outbox-event-type, outbox-idempotency-key, outbox-attempt
+//     (1 on the first delivery) and outbox-enqueued-at (RFC 3339 with nanoseconds, UTC).
+//     WithMetadataPrefix("") leaves the metadata out. NATS trims spaces at both ends of a
+//     header value.
+//
+// # What the duplicate window covers
+//
+// JetStream drops a message whose Nats-Msg-Id it has stored within the stream's Duplicates
+// window (2 minutes by default), answering with a PubAck whose Duplicate is true; the
+// Publisher counts that as success. So a publish that reached the stream but whose ack was lost
+// (a timeout, a broken connection, a worker killed before it recorded SENT) is not stored twice
+// when it is retried within the window. The retry comes after the event's backoff, or, for a
+// worker that died, after the lease (Config.StaleAfter, 5 minutes by default) and the reclaim:
+// set the stream's Duplicates above the longest of those you expect (for example 1h with the
+// default 5-minute lease and a relay backoff capped at a few minutes), or a late retry is
+// stored again. Consumers that must not repeat an effect still deduplicate on Nats-Msg-Id.
+//
+// The window is per stream, not per subject: two messages with one idempotency key are one
+// message to JetStream, whatever their event types. Keys that generated code writes begin with
+// the event type and "msg:<id>" is unique, so only hand-written keys shared across types can
+// collide; the same key enqueued twice for one event is the same logical event, and JetStream
+// keeps the first (within the window).
+//
+// # Errors
+//
+// Every publish error is returned for a retry (the worker's backoff, up to the message's
+// attempts): no connection, no ack within AckTimeout, no stream bound to the subject ("no
+// response from stream", which is also what a stream being created or moved looks like, and an
+// operator fixes by adding the stream), a stream that is full. Permanent (outbox.Permanent, the
+// message goes FAILED at once with the reason as its last_error) are only the refusals that no
+// retry can change: a message larger than the server's max_payload or the stream's
+// MaxMsgSize, headers beyond the stream's header limit, and a message header the relay cannot
+// carry (a name with ':', which NATS parses as the end of the name, or one starting with
+// "Nats-", which JetStream would obey as a control header: a rollup, a TTL, an expected
+// sequence).
+//
+// # Order
+//
+// The Publisher publishes one delivery at a time per handler call and waits for its ack, so
+// the stream's order is the order in which the worker ran the handlers. A worker with
+// Concurrency 1 relays messages in the order it claims them (enqueue order, when nothing is
+// retried); with more concurrency or more workers, messages race. Ordering per key in the
+// outbox itself comes with ordering keys (DESIGN.md "Ordering per key").
+package outboxnats

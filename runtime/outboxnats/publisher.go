@@ -1,0 +1,163 @@
+package outboxnats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Publisher publishes outbox deliveries to JetStream. It is safe for concurrent use; one
+// Publisher serves every event type of a router.
+type Publisher struct {
+	js       jetstream.Publisher
+	cfg      config
+	subjects sync.Map // event type -> subjectResult
+}
+
+type subjectResult struct {
+	subject string
+	err     error
+}
+
+// New returns a Publisher on js (a jetstream.JetStream, or anything that publishes like one).
+// It panics on a nil js: a startup misconfiguration.
+func New(js jetstream.Publisher, opts ...Option) *Publisher {
+	if js == nil {
+		panic("outboxnats: New: nil JetStream")
+	}
+	return &Publisher{js: js, cfg: newConfig(opts)}
+}
+
+// Subject returns the subject that eventType is published on, or why the mapping's result is
+// not a valid literal NATS subject.
+func (p *Publisher) Subject(eventType string) (string, error) {
+	if v, ok := p.subjects.Load(eventType); ok {
+		r := v.(subjectResult)
+		return r.subject, r.err
+	}
+	s := p.cfg.subject(eventType)
+	r := subjectResult{subject: s, err: checkSubject(s)}
+	if r.err != nil {
+		r.err = fmt.Errorf("outboxnats: event %q maps to subject %q: %w", eventType, s, r.err)
+	}
+	p.subjects.Store(eventType, r)
+	return r.subject, r.err
+}
+
+// Handle publishes the delivery and waits for its ack: an outbox.HandlerFunc. It returns nil
+// once the stream holds the message (a duplicate ack included), the publish error for a
+// retry otherwise, and outbox.Permanent for what no retry can change (see the package
+// documentation, "Errors").
+func (p *Publisher) Handle(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+	_, err := p.Publish(ctx, payload, d)
+	return err
+}
+
+// Publish is Handle that also returns the stream's ack: the stream, the sequence, and whether
+// JetStream dropped the message as a duplicate of one it already holds.
+func (p *Publisher) Publish(ctx context.Context, payload json.RawMessage, d outbox.Delivery) (*jetstream.PubAck, error) {
+	subject, err := p.Subject(d.EventType)
+	if err != nil {
+		return nil, outbox.Permanent(err)
+	}
+	msg, err := p.message(subject, payload, d)
+	if err != nil {
+		return nil, outbox.Permanent(fmt.Errorf("outboxnats: message %d (%s): %w", d.MessageID, d.EventType, err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ackTimeout)
+	defer cancel()
+	// The id goes in as a header set here, not as jetstream.WithMsgID, so no publish option
+	// is needed and the default retry on "no responders" (a stream leader moving) still applies.
+	ack, err := p.js.PublishMsg(ctx, msg)
+	if err != nil {
+		err = fmt.Errorf("outboxnats: publish message %d (%s) on %s: %w", d.MessageID, d.EventType, subject, err)
+		if permanent(err) {
+			return nil, outbox.Permanent(err)
+		}
+		return nil, err
+	}
+	return ack, nil
+}
+
+// message builds the NATS message of a delivery: the payload as the data, the message's
+// headers, the metadata and Nats-Msg-Id.
+func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.Delivery) (*nats.Msg, error) {
+	h := make(nats.Header, len(d.Headers)+6)
+	for k, v := range d.Headers {
+		switch {
+		case strings.ContainsRune(k, ':'):
+			return nil, fmt.Errorf("header %q: a NATS header name cannot contain ':'", k)
+		case len(k) >= len(natsPrefix) && strings.EqualFold(k[:len(natsPrefix)], natsPrefix):
+			return nil, fmt.Errorf("header %q: names starting with %q are JetStream's control headers", k, natsPrefix)
+		}
+		h.Set(k, v)
+	}
+	if mp := p.cfg.metaPrefix; mp != "" {
+		h.Set(mp+"message-id", strconv.FormatInt(int64(d.MessageID), 10))
+		h.Set(mp+"event-type", d.EventType)
+		h.Set(mp+"idempotency-key", d.IdempotencyKey)
+		h.Set(mp+"attempt", strconv.Itoa(d.Attempt))
+		h.Set(mp+"enqueued-at", d.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if d.IdempotencyKey == "" {
+		// The worker always sets it ("msg:<id>" without a key); a hand-made Delivery might not.
+		return nil, errors.New("empty IdempotencyKey: Nats-Msg-Id needs one")
+	}
+	h.Set(jetstream.MsgIDHeader, d.IdempotencyKey)
+	return &nats.Msg{Subject: subject, Data: payload, Header: h}, nil
+}
+
+// natsPrefix starts the headers that JetStream acts on (Nats-Msg-Id, Nats-Expected-*,
+// Nats-Rollup, Nats-TTL, ...).
+const natsPrefix = "Nats-"
+
+// JetStream API error codes of refusals that a retry cannot change.
+const (
+	errCodeMessageTooLarge = 10054 // JSStreamMessageExceedsMaximumErr
+	errCodeHeaderTooLarge  = 10097 // JSStreamHeaderExceedsMaximumErr
+)
+
+// permanent reports whether a publish error can never succeed for this message.
+func permanent(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return true
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case errCodeMessageTooLarge, errCodeHeaderTooLarge:
+			return true
+		}
+	}
+	return false
+}
+
+// checkSubject accepts a literal subject a client may publish on: tokens separated by single
+// dots, none empty, none a wildcard (* or >), no whitespace or control characters.
+func checkSubject(s string) error {
+	if s == "" {
+		return errors.New("empty subject")
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("whitespace or a control character at byte %d", i)
+	}
+	for i, tok := range strings.Split(s, ".") {
+		switch tok {
+		case "":
+			return fmt.Errorf("token %d is empty", i+1)
+		case "*", ">":
+			return fmt.Errorf("token %d is the wildcard %q", i+1, tok)
+		}
+	}
+	return nil
+}

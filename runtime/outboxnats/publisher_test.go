@@ -1,0 +1,278 @@
+package outboxnats_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+)
+
+// These tests need no database: they hand the Publisher deliveries as the worker would and
+// read what the embedded server stored.
+
+func delivery(id outbox.MessageID, eventType, key string, attempt int, headers map[string]string) outbox.Delivery {
+	return outbox.Delivery{
+		MessageID: id, EventType: eventType, IdempotencyKey: key, Attempt: attempt, MaxAttempts: 10,
+		EnqueuedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011000, time.UTC), Headers: headers,
+	}
+}
+
+func TestPublishMapping(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>", "shop.>")
+	ctx := context.Background()
+
+	trace := map[string]string{
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"tracestate":  "vendor=opaque",
+		"Tenant.ID":   "acme",
+		"empty":       "",
+	}
+	payload := json.RawMessage(`{"user_id": 42, "amount":"1234.50", "note":"café"}`)
+	p := outboxnats.New(js)
+	ack, err := p.Publish(ctx, payload, delivery(7, "welcome_email", "welcome_email:2:42", 3, maps.Clone(trace)))
+	if err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if ack.Stream != "OUTBOX" || ack.Duplicate {
+		t.Errorf("ack = %+v, want stream OUTBOX, not a duplicate", ack)
+	}
+	// A dotted event type makes more tokens; a prefix of one's own replaces "outbox.".
+	shop := outboxnats.New(js, outboxnats.WithSubjectPrefix("shop."), outboxnats.WithMetadataPrefix(""))
+	if err := shop.Handle(ctx, json.RawMessage(`[]`), delivery(8, "billing.invoice_paid", "msg:8", 1, nil)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	msgs := storedMsgs(t, stream)
+	if len(msgs) != 2 {
+		t.Fatalf("stream holds %d messages, want 2", len(msgs))
+	}
+	m := msgs[0]
+	if m.Subject != "outbox.welcome_email" {
+		t.Errorf("subject %q, want outbox.welcome_email", m.Subject)
+	}
+	if string(m.Data) != string(payload) {
+		t.Errorf("data %q, want the payload byte for byte: %q", m.Data, payload)
+	}
+	want := map[string]string{
+		"Nats-Msg-Id":            "welcome_email:2:42",
+		"outbox-message-id":      "7",
+		"outbox-event-type":      "welcome_email",
+		"outbox-idempotency-key": "welcome_email:2:42",
+		"outbox-attempt":         "3",
+		"outbox-enqueued-at":     "2025-03-04T05:06:07.891011Z",
+	}
+	maps.Copy(want, trace)
+	got := map[string]string{}
+	for k, v := range m.Header {
+		if len(v) != 1 {
+			t.Errorf("header %q has %d values, want 1", k, len(v))
+		}
+		got[k] = v[0]
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("headers\n got %v\nwant %v", got, want)
+	}
+
+	m = msgs[1]
+	if m.Subject != "shop.billing.invoice_paid" || string(m.Data) != "[]" {
+		t.Errorf("second message: subject %q data %q, want shop.billing.invoice_paid []", m.Subject, m.Data)
+	}
+	if len(m.Header) != 1 || m.Header.Get("Nats-Msg-Id") != "msg:8" {
+		t.Errorf("with WithMetadataPrefix(\"\") the headers are %v, want only Nats-Msg-Id msg:8", m.Header)
+	}
+}
+
+// The same delivery published again (a retry after a lost ack, another attempt, another worker)
+// is acknowledged as a duplicate and stored once; another key is another message.
+func TestPublishDuplicateWindow(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
+	ctx := context.Background()
+	p := outboxnats.New(js)
+
+	var dups []bool
+	for _, d := range []outbox.Delivery{
+		delivery(1, "order_paid", "order_paid:1:9", 1, nil),
+		delivery(1, "order_paid", "order_paid:1:9", 2, nil),
+		delivery(1, "order_paid", "order_paid:1:9", 7, map[string]string{"x": "changed"}),
+		delivery(2, "order_paid", "msg:2", 1, nil),
+	} {
+		ack, err := p.Publish(ctx, json.RawMessage(`{}`), d)
+		if err != nil {
+			t.Fatalf("Publish %+v: %v", d, err)
+		}
+		dups = append(dups, ack.Duplicate)
+	}
+	if want := []bool{false, true, true, false}; !equalBools(dups, want) {
+		t.Errorf("Duplicate per publish = %v, want %v", dups, want)
+	}
+	msgs := storedMsgs(t, stream)
+	if len(msgs) != 2 {
+		t.Fatalf("stream holds %d messages, want 2", len(msgs))
+	}
+	if got := msgs[0].Header.Get("outbox-attempt"); got != "1" {
+		t.Errorf("the stored copy is attempt %s, want the first (1)", got)
+	}
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// What the relay returns for each failure: a retry (a plain error) or outbox.Permanent, and
+// that nothing was stored.
+func TestPublishErrors(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "SMALL", Subjects: []string{"outbox.>"}, Storage: jetstream.MemoryStorage, MaxMsgSize: 1024,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)
+
+	for _, c := range []struct {
+		name      string
+		p         *outboxnats.Publisher
+		payload   json.RawMessage
+		d         outbox.Delivery
+		permanent bool
+		contains  string
+	}{
+		{"header name with a colon", outboxnats.New(js), json.RawMessage(`{}`),
+			delivery(1, "a", "k1", 1, map[string]string{"tenant:id": "acme"}), true, `header "tenant:id"`},
+		{"JetStream control header", outboxnats.New(js), json.RawMessage(`{}`),
+			delivery(2, "a", "k2", 1, map[string]string{"nats-rollup": "all"}), true, `header "nats-rollup"`},
+		{"over the stream's MaxMsgSize", outboxnats.New(js), big,
+			delivery(3, "a", "k3", 1, nil), true, "message size exceeds maximum"},
+		{"no stream on the subject", outboxnats.New(js, outboxnats.WithSubjectPrefix("nowhere."),
+			outboxnats.WithAckTimeout(2*time.Second)), json.RawMessage(`{}`),
+			delivery(4, "a", "k4", 1, nil), false, "no response from stream"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.p.Handle(ctx, c.payload, c.d)
+			if err == nil {
+				t.Fatal("Handle returned nil, want an error")
+			}
+			if got := outbox.IsPermanent(err); got != c.permanent {
+				t.Errorf("IsPermanent = %v, want %v (err: %v)", got, c.permanent, err)
+			}
+			if !strings.Contains(err.Error(), c.contains) {
+				t.Errorf("error %q does not contain %q", err, c.contains)
+			}
+		})
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Errorf("stream holds %d messages after refusals, want 0", info.State.Msgs)
+	}
+}
+
+// An ack that never comes (a subscriber that takes the request and never answers, as a stuck
+// stream would) is a retry after WithAckTimeout, not a hang until the policy timeout.
+func TestPublishAckTimeout(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	nc, js := ns.connect(t)
+	sub, err := nc.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	p := outboxnats.New(js, outboxnats.WithSubjectPrefix("silent."), outboxnats.WithAckTimeout(300*time.Millisecond))
+	start := time.Now()
+	err = p.Handle(context.Background(), json.RawMessage(`{}`), delivery(1, "a", "k", 1, nil))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Handle took %s, want about the 300ms ack timeout", took)
+	}
+	if err == nil || outbox.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Handle = %v, want a retryable deadline error", err)
+	}
+	if _, err := sub.NextMsg(time.Second); err != nil {
+		t.Errorf("the message never reached the subject: %v", err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+
+	// A router as generated code builds it: Register relays its event types with its policies.
+	catalog := outbox.NewRouter()
+	paid := outbox.Policy{MaxAttempts: 25, Backoff: outbox.Backoff{Initial: 2 * time.Second, Max: time.Minute}, Timeout: 10 * time.Second}
+	catalog.Handle("order_paid", paid, nil2)
+	catalog.Handle("welcome_email", outbox.Policy{}, nil2)
+	relay := outbox.NewRouter()
+	relay.Handle("local_only", outbox.Policy{}, nil2)
+	if err := outboxnats.Register(relay, js, catalog); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got, want := strings.Join(relay.EventTypes(), ","), "local_only,order_paid,welcome_email"; got != want {
+		t.Errorf("relay routes %s, want %s", got, want)
+	}
+	if got, _ := relay.Policy("order_paid"); got != paid.WithDefaults() {
+		t.Errorf("order_paid policy %+v, want the catalog's %+v", got, paid)
+	}
+	if got, _ := relay.Policy("welcome_email"); got != (outbox.Policy{}).WithDefaults() {
+		t.Errorf("welcome_email policy %+v, want the defaults", got)
+	}
+
+	for _, c := range []struct {
+		name   string
+		events outboxnats.Events
+		opts   []outboxnats.Option
+		want   string
+	}{
+		{"no events", outboxnats.Types(fast), nil, "no event types"},
+		{"already routed", outboxnats.Types(fast, "x", "local_only"), nil, `event "local_only" already has a handler`},
+		{"listed twice", outboxnats.Types(fast, "x", "x"), nil, `event "x" already has a handler`},
+		{"empty type", outboxnats.Types(fast, ""), nil, "empty event type"},
+		{"space in the type", outboxnats.Types(fast, "order paid"), nil, `subject "outbox.order paid": whitespace`},
+		{"wildcard type", outboxnats.Types(fast, ">"), nil, `token 2 is the wildcard ">"`},
+		{"empty token", outboxnats.Types(fast, "x"), []outboxnats.Option{outboxnats.WithSubjectPrefix("outbox..")}, "token 2 is empty"},
+		{"trailing dot", outboxnats.Types(fast, "x."), nil, "token 3 is empty"},
+		{"mapping to nothing", outboxnats.Types(fast, "x"), []outboxnats.Option{outboxnats.WithSubject(func(string) string { return "" })}, "empty subject"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := outbox.NewRouter()
+			r.Handle("local_only", outbox.Policy{}, nil2)
+			err := outboxnats.Register(r, js, c.events, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Register = %v, want an error containing %q", err, c.want)
+			}
+			if got := r.EventTypes(); len(got) != 1 {
+				t.Errorf("a refused Register left routes %v, want only local_only", got)
+			}
+		})
+	}
+}
+
+func nil2(context.Context, json.RawMessage, outbox.Delivery) error { return nil }

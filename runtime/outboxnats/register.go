@@ -1,0 +1,79 @@
+package outboxnats
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Events is what Register relays: event types and the policy of each. An *outbox.Router is
+// one, so a generated catalog's router (events.NewRouter(nil): Register reads it and never
+// calls its handlers) gives every outbox event of the catalog with the catalog's policies;
+// Types lists event types by hand.
+type Events interface {
+	EventTypes() []string
+	Policy(eventType string) (outbox.Policy, bool)
+}
+
+// Types returns Events of the given event types, each with policy p.
+func Types(p outbox.Policy, eventTypes ...string) Events {
+	return typeList{policy: p, types: eventTypes}
+}
+
+type typeList struct {
+	policy outbox.Policy
+	types  []string
+}
+
+func (l typeList) EventTypes() []string { return append([]string(nil), l.types...) }
+
+func (l typeList) Policy(eventType string) (outbox.Policy, bool) {
+	for _, t := range l.types {
+		if t == eventType {
+			return l.policy, true
+		}
+	}
+	return outbox.Policy{}, false
+}
+
+// Register adds to r a handler that publishes to js, for every event type of events, with the
+// policy events gives it (the backoff and timeout apply to the relay; the attempts budget is
+// the one stored on each row at enqueue). It checks everything before it registers anything,
+// and refuses: no event types, an event type already on r, a subject that is not a valid
+// literal NATS subject.
+func Register(r *outbox.Router, js jetstream.Publisher, events Events, opts ...Option) error {
+	if r == nil || js == nil || events == nil {
+		return errors.New("outboxnats: Register: nil router, JetStream or events")
+	}
+	types := events.EventTypes()
+	if len(types) == 0 {
+		return errors.New("outboxnats: Register: no event types to relay")
+	}
+	p := New(js, opts...)
+	policies := make([]outbox.Policy, len(types))
+	seen := make(map[string]bool, len(types))
+	for i, t := range types {
+		if t == "" {
+			return errors.New("outboxnats: Register: empty event type")
+		}
+		if _, ok := r.Policy(t); ok || seen[t] {
+			return fmt.Errorf("outboxnats: Register: event %q already has a handler", t)
+		}
+		seen[t] = true
+		pol, ok := events.Policy(t)
+		if !ok {
+			return fmt.Errorf("outboxnats: Register: event %q has no policy", t)
+		}
+		if _, err := p.Subject(t); err != nil {
+			return err
+		}
+		policies[i] = pol
+	}
+	for i, t := range types {
+		r.Handle(t, policies[i], p.Handle)
+	}
+	return nil
+}

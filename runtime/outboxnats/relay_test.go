@@ -1,0 +1,323 @@
+package outboxnats_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+)
+
+// The relay end to end: messages enqueued in a real database, a real worker, a real
+// nats-server. Each test has its own database and its own server.
+
+// checkOnce fails the test unless the stream holds exactly one message per id in ids, each
+// with its Nats-Msg-Id and outbox-message-id, and nothing else.
+func checkOnce(t *testing.T, stream jetstream.Stream, keys map[outbox.MessageID]string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	msgs := storedMsgs(t, stream)
+	seen := map[string]int{}
+	for _, m := range msgs {
+		id, err := strconv.ParseInt(m.Header.Get("outbox-message-id"), 10, 64)
+		if err != nil {
+			t.Fatalf("stream message %d: outbox-message-id %q", m.Sequence, m.Header.Get("outbox-message-id"))
+		}
+		want, ok := keys[outbox.MessageID(id)]
+		if !ok {
+			t.Errorf("stream message %d is message %d, which the test did not enqueue", m.Sequence, id)
+		}
+		if got := m.Header.Get("Nats-Msg-Id"); got != want {
+			t.Errorf("message %d: Nats-Msg-Id %q, want %q", id, got, want)
+		}
+		seen[m.Header.Get("outbox-message-id")]++
+	}
+	for id := range keys {
+		if n := seen[strconv.FormatInt(int64(id), 10)]; n != 1 {
+			t.Errorf("message %d is in the stream %d times, want exactly once", id, n)
+		}
+	}
+	if len(msgs) != len(keys) {
+		t.Errorf("stream holds %d messages, want %d", len(msgs), len(keys))
+	}
+	return msgs
+}
+
+// N messages, some with an idempotency key and headers, relayed by a worker with concurrency:
+// the stream holds each exactly once, with its payload, key and headers.
+func TestRelayEveryMessageOnce(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
+
+	const n = 200
+	keys := map[outbox.MessageID]string{}
+	payloads := map[outbox.MessageID]string{}
+	for i := range n {
+		eventType, key := "order_paid", fmt.Sprintf("order_paid:%d", i)
+		var opts []outbox.EnqueueOption
+		if i%2 == 1 {
+			eventType, key = "welcome_email", ""
+			opts = append(opts, outbox.Header("traceparent", fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)))
+		}
+		payload := fmt.Sprintf(`{"n": %d, "amount": 1234.50}`, i)
+		id := db.enqueue(t, eventType, payload, key, opts...)
+		if key == "" {
+			key = fmt.Sprintf("msg:%d", id)
+		}
+		keys[id], payloads[id] = key, payload
+	}
+
+	relay := outbox.NewRouter()
+	if err := outboxnats.Register(relay, js, outboxnats.Types(fast, "order_paid", "welcome_email")); err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	waitDrained(t, db, 60*time.Second)
+	w.stop(t)
+
+	for _, m := range checkOnce(t, stream, keys) {
+		id, _ := strconv.ParseInt(m.Header.Get("outbox-message-id"), 10, 64)
+		mid := outbox.MessageID(id)
+		if string(m.Data) != payloads[mid] {
+			t.Errorf("message %d: data %q, want %q", id, m.Data, payloads[mid])
+		}
+		if got := m.Header.Get("outbox-event-type"); m.Subject != "outbox."+got {
+			t.Errorf("message %d: subject %q for event type %q", id, m.Subject, got)
+		}
+		if m.Header.Get("outbox-event-type") == "welcome_email" && m.Header.Get("traceparent") == "" {
+			t.Errorf("message %d: the traceparent header did not travel", id)
+		}
+		if got := m.Header.Get("outbox-attempt"); got != "1" {
+			t.Errorf("message %d: attempt %s, want 1 (nothing failed)", id, got)
+		}
+	}
+}
+
+// dupCounter wraps a Publisher as a handler and counts the acks JetStream gave as duplicates.
+type dupCounter struct {
+	p    *outboxnats.Publisher
+	dups atomic.Int64
+}
+
+func (c *dupCounter) publish(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+	ack, err := c.p.Publish(ctx, payload, d)
+	if err == nil && ack.Duplicate {
+		c.dups.Add(1)
+	}
+	return err
+}
+
+// A handler call that published but whose result was an error (the ack lost on the way back,
+// say) is delivered again; the stream still holds the message once, because the second publish
+// carries the same Nats-Msg-Id.
+func TestRelayRedeliveryDeduplicated(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
+
+	const n = 60
+	keys := map[outbox.MessageID]string{}
+	for i := range n {
+		id := db.enqueue(t, "order_paid", `{}`, fmt.Sprintf("order_paid:%d", i))
+		keys[id] = fmt.Sprintf("order_paid:%d", i)
+	}
+	c := &dupCounter{p: outboxnats.New(js)}
+	var lost atomic.Int64
+	relay := outbox.NewRouter()
+	relay.Handle("order_paid", fast, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		if err := c.publish(ctx, payload, d); err != nil {
+			return err
+		}
+		if d.MessageID%3 == 0 && d.Attempt == 1 {
+			lost.Add(1)
+			return errors.New("test: published, then the result was lost")
+		}
+		return nil
+	})
+	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	waitDrained(t, db, 60*time.Second)
+
+	checkOnce(t, stream, keys)
+	if lost.Load() == 0 || c.dups.Load() != lost.Load() {
+		t.Errorf("%d publishes lost their result and %d later publishes were acked as duplicates, want as many (and some)", lost.Load(), c.dups.Load())
+	}
+	for id := range keys {
+		r := db.inspect(t, id)
+		want := 1
+		if id%3 == 0 {
+			want = 2
+		}
+		if r.Status != outbox.StatusSent || r.Attempts != want {
+			t.Errorf("message %d: %s after %d attempts, want SENT after %d", id, r.Status, r.Attempts, want)
+		}
+	}
+}
+
+// A worker process killed (SIGKILL) after it published but before it recorded anything: its
+// rows stay PROCESSING until their lease ends, another worker reclaims and publishes them
+// again, and JetStream drops each second copy as a duplicate. The child is this test binary
+// (see TestMain), so the kill is a real process death, not a cancelled context.
+func TestRelayWorkerKilledMidRelay(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", 5*time.Minute, "outbox.>")
+
+	const n = 30
+	keys := map[outbox.MessageID]string{}
+	for i := range n {
+		key := ""
+		if i%2 == 0 {
+			key = fmt.Sprintf("order_paid:%d", i)
+		}
+		id := db.enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
+		if key == "" {
+			key = fmt.Sprintf("msg:%d", id)
+		}
+		keys[id] = key
+	}
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=1", "CHILD_DSN="+db.DSN, "CHILD_NATS="+ns.url)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	published := map[outbox.MessageID]bool{}
+	lines := bufio.NewScanner(out)
+	for len(published) < childConcurrency && lines.Scan() {
+		var id outbox.MessageID
+		if _, err := fmt.Sscanf(lines.Text(), "published %d", &id); err == nil {
+			published[id] = true
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() { // a publish that was acked just before the kill
+		var id outbox.MessageID
+		if _, err := fmt.Sscanf(lines.Text(), "published %d", &id); err == nil {
+			published[id] = true
+		}
+	}
+	_ = child.Wait()
+	if len(published) < childConcurrency {
+		t.Fatalf("the child published %d messages before it died, want at least %d", len(published), childConcurrency)
+	}
+	for id := range keys {
+		r := db.inspect(t, id)
+		if published[id] && r.Status != outbox.StatusProcessing {
+			t.Fatalf("message %d was published by the killed worker and is %s, want PROCESSING (nothing recorded)", id, r.Status)
+		}
+		if r.Status == outbox.StatusSent {
+			t.Fatalf("message %d is SENT, but the killed worker recorded nothing", id)
+		}
+	}
+
+	// The restart: a new worker, whose reclaim returns the dead worker's rows once their lease ends.
+	c := &dupCounter{p: outboxnats.New(js)}
+	relay := outbox.NewRouter()
+	relay.Handle("order_paid", fast, c.publish)
+	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4, ReclaimInterval: 100 * time.Millisecond})
+	waitDrained(t, db, 60*time.Second)
+
+	checkOnce(t, stream, keys)
+	if got := c.dups.Load(); got != int64(len(published)) {
+		t.Errorf("%d publishes acked as duplicates after the restart, want %d (one per message the killed worker published)", got, len(published))
+	}
+	for id := range published {
+		if r := db.inspect(t, id); r.Attempts != 2 {
+			t.Errorf("message %d: %d attempts, want 2 (the killed claim counts)", id, r.Attempts)
+		}
+	}
+}
+
+// The NATS server stops: publishes fail (no ack within the ack timeout), each message goes back
+// to PENDING with its backoff and is tried again; the server comes back with its stream and
+// every message is delivered, each stored once (a publish buffered during the outage and its
+// retry are one message).
+func TestRelayNATSDown(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", 5*time.Minute, "outbox.>")
+
+	policy := outbox.Policy{Backoff: outbox.Backoff{Initial: 100 * time.Millisecond, Max: 400 * time.Millisecond}, Timeout: 3 * time.Second}
+	relay := outbox.NewRouter()
+	if err := outboxnats.Register(relay, js, outboxnats.Types(policy, "order_paid"), outboxnats.WithAckTimeout(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+
+	keys := map[outbox.MessageID]string{}
+	first := db.enqueue(t, "order_paid", `{"before": true}`, "order_paid:before")
+	keys[first] = "order_paid:before"
+	waitFor(t, 30*time.Second, "the first message to be SENT", func() bool { return db.inspect(t, first).Status == outbox.StatusSent })
+
+	ns.stop()
+	var during []outbox.MessageID
+	for i := range 10 {
+		key := fmt.Sprintf("order_paid:during:%d", i)
+		id := db.enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
+		keys[id] = key
+		during = append(during, id)
+	}
+	// Every message is tried and retried while the server is down, and waits its backoff.
+	waitFor(t, 30*time.Second, "every message to be retried at least twice", func() bool {
+		for _, id := range during {
+			if r := db.inspect(t, id); r.Attempts < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	var sawBackoff bool
+	for _, id := range during {
+		r := db.inspect(t, id)
+		if r.Status == outbox.StatusSent || r.Status == outbox.StatusFailed {
+			t.Fatalf("message %d is %s while the server is down", id, r.Status)
+		}
+		if r.Status == outbox.StatusPending {
+			if r.LastError == "" {
+				t.Errorf("message %d is PENDING after %d attempts without a last_error", id, r.Attempts)
+			}
+			if r.NextAttemptAt.After(r.ClaimedAt) {
+				sawBackoff = true
+			}
+		}
+	}
+	if !sawBackoff {
+		t.Error("no PENDING message waits for a next attempt after its last claim: no backoff seen")
+	}
+
+	ns.restart()
+	waitDrained(t, db, 60*time.Second)
+	checkOnce(t, stream, keys)
+	for _, id := range during {
+		if r := db.inspect(t, id); r.Attempts < 2 {
+			t.Errorf("message %d was SENT after %d attempts, want the retries of the outage", id, r.Attempts)
+		}
+	}
+}
