@@ -19,7 +19,7 @@ var Schema string
 
 // SchemaVersion is the version of Schema. Each table's COMMENT records the version it is at
 // ('outboxgen schema N'); tables of version 1 predate the comment.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 //go:embed upgrades/*.sql
 var upgrades embed.FS

@@ -26,9 +26,10 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now;
 -- from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
 -- MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
 INSERT INTO outbox_messages (
-    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at
+    event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers), 'PENDING', 0, sqlc.arg(max_attempts),
+    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers),
+    sqlc.narg(ordering_key), sqlc.narg(ordering_seq), 'PENDING', 0, sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
@@ -41,13 +42,21 @@ INSERT INTO outbox_messages (
 -- where the worker's last claim ended: every claimed row leaves a delete-marked entry at the
 -- front of the index until InnoDB's purge removes it. The worker still scans from the start
 -- often (see claimLoop).
-SELECT id, next_attempt_at
-FROM outbox_messages
-WHERE status = 'PENDING'
-  AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
-  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-  AND event_type IN (sqlc.slice('event_types'))
-ORDER BY next_attempt_at, id
+-- An ordered row (ordering_key set) is a candidate only as its key's head: the smallest seq in
+-- outbox_ordering_queue, i.e. every message of the key before it was sent. This is checked here,
+-- by a non-locking read, and not in the locking step: a locking read that skips locked rows
+-- would skip a locked predecessor and take its successor for a head. Being the head is stable
+-- (seqs are handed out in commit order and a sent message never comes back), so the check
+-- cannot go stale before the lock. Unordered rows pay one IS NULL test.
+SELECT m.id, m.next_attempt_at
+FROM outbox_messages m
+WHERE m.status = 'PENDING'
+  AND (m.next_attempt_at > sqlc.arg(after_due) OR (m.next_attempt_at = sqlc.arg(after_due) AND m.id > sqlc.arg(after_id)))
+  AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND m.event_type IN (sqlc.slice('event_types'))
+  AND (m.ordering_key IS NULL
+       OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))
+ORDER BY m.next_attempt_at, m.id
 LIMIT ?;
 
 -- name: MessageClaimLockIDs :many
@@ -57,7 +66,7 @@ LIMIT ?;
 -- this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
 -- both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
 -- ids it already holds.
-SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice('ids'))
   AND status = 'PENDING'
@@ -73,12 +82,15 @@ FOR UPDATE SKIP LOCKED;
 -- held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
 -- ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
 -- locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
-SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
+-- Ordered rows never: whether one is its key's head is a non-locking read (see
+-- MessageClaimCandidates), so they are claimed through the candidates only.
+SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND event_type IN (sqlc.slice('event_types'))
+  AND ordering_key IS NULL
 ORDER BY next_attempt_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
@@ -175,23 +187,27 @@ WHERE status = 'PROCESSING'
 -- name: MessageStatsByType :many
 -- Never counts SENT rows: that part of the table grows without bound. oldest_due_us is how long
 -- the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
--- it ignores delayed and backed-off rows, so it grows only when nobody claims.
-SELECT event_type,
-       CAST(SUM(status = 'PENDING') AS SIGNED) AS pending,
-       CAST(SUM(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS due,
-       CAST(SUM(status = 'PROCESSING') AS SIGNED) AS processing,
-       CAST(SUM(status = 'PROCESSING' AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
-       CAST(SUM(status = 'PROCESSING'
-                AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-                    > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)) AS SIGNED) AS stuck,
-       CAST(SUM(status = 'FAILED') AS SIGNED) AS failed,
-       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
-       CAST(COALESCE(MAX(IF(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
-                            TIMESTAMPDIFF(MICROSECOND, next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
-FROM outbox_messages
-WHERE status IN ('PENDING', 'PROCESSING', 'FAILED')
-GROUP BY event_type
-ORDER BY event_type;
+-- it ignores delayed and backed-off rows, so it grows only when nobody claims. An ordered row
+-- waiting behind its key's head is pending but not due (it cannot be claimed yet): a held key
+-- is reported as such (OrderingHeldKeys), not as a dead fleet.
+SELECT m.event_type,
+       CAST(SUM(m.status = 'PENDING') AS SIGNED) AS pending,
+       CAST(SUM(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+                AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))) AS SIGNED) AS due,
+       CAST(SUM(m.status = 'PROCESSING') AS SIGNED) AS processing,
+       CAST(SUM(m.status = 'PROCESSING' AND m.reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
+       CAST(SUM(m.status = 'PROCESSING'
+                AND TIMESTAMPDIFF(MICROSECOND, m.claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+                    > 3 * TIMESTAMPDIFF(MICROSECOND, m.claimed_at, m.reclaim_after)) AS SIGNED) AS stuck,
+       CAST(SUM(m.status = 'FAILED') AS SIGNED) AS failed,
+       CAST(COALESCE(MAX(IF(m.status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, m.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
+       CAST(COALESCE(MAX(IF(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+                             AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key)),
+                            TIMESTAMPDIFF(MICROSECOND, m.next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
+FROM outbox_messages m
+WHERE m.status IN ('PENDING', 'PROCESSING', 'FAILED')
+GROUP BY m.event_type
+ORDER BY m.event_type;
 
 -- name: MessageListFailed :many
 -- Filters: all_ids (no id filter) or id IN ids; event_type '' = any; failed_since NULL = any.
@@ -321,6 +337,6 @@ WHERE status = sqlc.arg(status)
 -- name: MessageGet :one
 -- One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
 SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers, ordering_key
 FROM outbox_messages
 WHERE id = ?;

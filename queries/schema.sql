@@ -3,7 +3,7 @@
 -- tables that are missing. Every time column is written from the database clock
 -- (UTC_TIMESTAMP(6)), never the application's.
 --
--- Schema version 3 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
+-- Schema version 4 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
 -- --upgrade` bring tables of earlier versions up to it: queries/upgrades/). What is compared as an identifier (event
 -- types, keys, consumers, job names, tokens) is VARBINARY: byte comparison on every server, where
 -- the default collations are case- and accent-blind and MariaDB's _bin ones ignore trailing
@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     -- Message headers as a JSON object of strings (outbox.Header; the trace context), written
     -- once at enqueue; NULL when there are none. Since schema version 3.
     headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    -- Ordered events only (events.yaml ordering_key): the key (group-prefixed, opaque) and the
+    -- message's place in its key's commit order (outbox_ordering); NULL for unordered events,
+    -- which therefore pay no index entry for them. Since schema version 4.
+    ordering_key    VARBINARY(191) NULL,
+    ordering_seq    BIGINT       NULL,
     PRIMARY KEY (id),
     -- Serves the claim: WHERE status='PENDING' AND next_attempt_at <= now ORDER BY next_attempt_at, id.
     -- Its status prefix also serves everything else that selects by status: the reclaim and the
@@ -50,7 +55,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people: "was the message for this key sent?" Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
 
 -- outbox.Once: a handler records (consumer, key) in its own transaction; the PRIMARY KEY makes
 -- the second insert a no-op, so the handler's DB effects happen at most once.
@@ -60,7 +65,7 @@ CREATE TABLE IF NOT EXISTS outbox_inbox (
     idem_key     VARBINARY(764) NOT NULL,
     processed_at DATETIME(6)  NOT NULL,
     PRIMARY KEY (consumer, idem_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
 
 -- mysqllock run ledger: a job that must run once per period writes (job, period_start) after
 -- it succeeds; an instance that finds the row skips the period.
@@ -71,4 +76,26 @@ CREATE TABLE IF NOT EXISTS outbox_job_runs (
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 3';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+
+-- Per-key ordering, the counter: the enqueue of an ordered message takes the next seq of its key
+-- here (an upsert that keeps the key's row locked until the enqueuing transaction ends), so two
+-- transactions enqueueing for one key take their seqs in the order they commit, and a rolled
+-- back one gives its seq back. Since schema version 4.
+CREATE TABLE IF NOT EXISTS outbox_ordering (
+    ordering_key VARBINARY(191) NOT NULL,
+    last_seq     BIGINT       NOT NULL,
+    PRIMARY KEY (ordering_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+
+-- Per-key ordering, the queue: one entry per ordered message not yet SENT (deleted in the
+-- transaction that marks it SENT, or when it is purged). A message may be claimed only when its
+-- seq is the smallest of its key here: it is the key's head, and everything before it was sent.
+-- Since schema version 4.
+CREATE TABLE IF NOT EXISTS outbox_ordering_queue (
+    ordering_key VARBINARY(191) NOT NULL,
+    seq          BIGINT       NOT NULL,
+    message_id   BIGINT       NOT NULL,
+    PRIMARY KEY (ordering_key, seq),
+    KEY outbox_ordering_queue_message (message_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';

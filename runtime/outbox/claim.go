@@ -23,6 +23,8 @@ type claimed struct {
 	payload     []byte
 	key         string
 	headers     string // the headers column, decoded at dispatch
+	orderingKey string // "" for an unordered message
+	orderingSeq int64
 	attempt     int
 	maxAttempts int
 	enqueuedAt  time.Time
@@ -112,6 +114,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	for i, r := range rows {
 		out[i] = claimed{
 			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey, headers: r.Headers.String,
+			orderingKey: r.OrderingKey.String, orderingSeq: r.OrderingSeq.Int64,
 			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
 			claimStart: start,
 		}

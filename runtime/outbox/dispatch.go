@@ -87,14 +87,16 @@ func (w *Worker) giveBack(m claimed, why string) result {
 
 // result is one handler outcome waiting to be written.
 type result struct {
-	id        MessageID
-	eventType string
-	token     string
-	outcome   Outcome
-	delay     time.Duration // retried: until the next attempt
-	lastError string        // retried and failed
-	givenBack bool          // retried without spending an attempt (see giveBack)
-	started   time.Time     // when the handler was called
+	id          MessageID
+	eventType   string
+	token       string
+	outcome     Outcome
+	delay       time.Duration // retried: until the next attempt
+	lastError   string        // retried and failed
+	givenBack   bool          // retried without spending an attempt (see giveBack)
+	orderingKey string        // ordered messages: the queue entry to delete once SENT
+	orderingSeq int64
+	started     time.Time // when the handler was called
 }
 
 // handle runs the handler with its timeout, recovers a panic, and decides the outcome.
@@ -110,6 +112,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	d := Delivery{
 		MessageID: m.id, EventType: m.eventType, IdempotencyKey: m.key, Attempt: m.attempt,
 		EnqueuedAt: m.enqueuedAt, ClaimToken: m.token, MaxAttempts: m.maxAttempts, Headers: decodeHeaders(m.headers),
+		OrderingKey: m.orderingKey,
 	}
 	if d.IdempotencyKey == "" {
 		d.IdempotencyKey = "msg:" + strconv.FormatInt(int64(m.id), 10)
@@ -128,7 +131,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	hung.Stop()
 	took := time.Since(start)
 
-	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start}
+	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start, orderingKey: m.orderingKey, orderingSeq: m.orderingSeq}
 	switch {
 	case err != nil && hctx.Err() != nil:
 		// The shutdown deadline cancelled it: not the message's fault, so not an attempt (on

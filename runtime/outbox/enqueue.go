@@ -115,6 +115,9 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if len(m.IdempotencyKey) > 191 || !utf8.ValidString(m.IdempotencyKey) {
 		return 0, fmt.Errorf("outbox: Enqueue %q: IdempotencyKey must be valid UTF-8 of at most 191 bytes (got %d bytes)", m.EventType, len(m.IdempotencyKey))
 	}
+	if len(m.OrderingKey) > 191 || !utf8.ValidString(m.OrderingKey) {
+		return 0, fmt.Errorf("outbox: Enqueue %q: OrderingKey must be valid UTF-8 of at most 191 bytes (got %d bytes)", m.EventType, len(m.OrderingKey))
+	}
 	if err := checkPayload(m.Payload); err != nil {
 		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
 	}
@@ -146,16 +149,31 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
 		db = inlineExec{db}
 	}
+	var seq int64
+	if m.OrderingKey != "" {
+		// The key's next seq, its counter row locked until the caller's transaction ends.
+		if seq, err = q.OrderingNext(ctx, inlineExec{sdb(tx)}, m.OrderingKey); err != nil {
+			return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
+		}
+	}
 	id, err := q.MessageInsert(ctx, db, store.MessageInsertParams{
 		EventType:      m.EventType,
 		Payload:        m.Payload,
 		IdempotencyKey: m.IdempotencyKey,
 		Headers:        sql.NullString{String: hdr, Valid: hdr != ""},
+		OrderingKey:    sql.NullString{String: m.OrderingKey, Valid: m.OrderingKey != ""},
+		OrderingSeq:    sql.NullInt64{Int64: seq, Valid: m.OrderingKey != ""},
 		MaxAttempts:    int32(m.MaxAttempts),
 		DelayUs:        o.delay.Microseconds(),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, explain(err))
+	}
+	if m.OrderingKey != "" {
+		err = q.OrderingQueueInsert(ctx, inlineExec{sdb(tx)}, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
+		if err != nil {
+			return 0, fmt.Errorf("outbox: Enqueue %q: ordering queue: %w", m.EventType, explain(err))
+		}
 	}
 	return MessageID(id), nil
 }
@@ -238,6 +256,12 @@ func inlineArgs(query string, args []any) (string, error) {
 				b.WriteString("NULL")
 			} else {
 				writeHexString(&b, []byte(v.String))
+			}
+		case sql.NullInt64:
+			if !v.Valid {
+				b.WriteString("NULL")
+			} else {
+				b.WriteString(strconv.FormatInt(v.Int64, 10))
 			}
 		case time.Time:
 			// The worker requires loc=UTC, under which the driver sends times in UTC too.

@@ -358,7 +358,9 @@ var collateClause = regexp.MustCompile(`(?i)\s+(CHARACTER\s+SET\s+\S+|COLLATE\s+
 // columnSince records the columns added after version 1, so an upgrade does not refuse a table
 // for lacking what it is about to add. Each later version's new columns go here.
 var columnSince = map[string]int{
-	"outbox_messages.headers": 3,
+	"outbox_messages.headers":      3,
+	"outbox_messages.ordering_key": 4,
+	"outbox_messages.ordering_seq": 4,
 }
 
 // columnDef splits a column line of schema.sql: "name TYPE [NOT NULL|NULL|DEFAULT ...],".

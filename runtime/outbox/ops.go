@@ -31,7 +31,8 @@ const (
 type TypeCounts struct {
 	// Pending rows, due or not.
 	Pending int64
-	// Due: pending rows whose next_attempt_at has passed (claimable now).
+	// Due: pending rows whose next_attempt_at has passed and that can be claimed now (an ordered
+	// message waiting behind its key's head is pending, not due).
 	Due int64
 	// Processing: claimed rows.
 	Processing int64
@@ -58,7 +59,32 @@ type Snapshot struct {
 	OldestPending, OldestDue time.Duration
 	// ByType holds the counts of every event type that has a pending, processing or failed row.
 	ByType map[string]TypeCounts
+	// HeldKeys is how many ordering keys are held: their head message cannot be claimed now
+	// (FAILED, or PENDING until a later time: a retry's backoff, a Delay) while other messages
+	// of the key wait behind it. A FAILED head holds its key until Retry or Purge.
+	HeldKeys int64
+	// OldestHeld is how long the longest-held key's first waiting message has waited since it
+	// was enqueued; 0 when no key is held.
+	OldestHeld time.Duration
+	// Held lists up to MaxHeldListed held keys, the longest held first.
+	Held []HeldKey
 }
+
+// HeldKey is one held ordering key (Snapshot.Held).
+type HeldKey struct {
+	// OrderingKey is the key (group-prefixed, as generated code builds it).
+	OrderingKey string
+	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING).
+	Head       MessageID
+	HeadStatus Status
+	// Waiting is how many messages of the key wait behind the head.
+	Waiting int64
+	// For is how long the first of them has waited since it was enqueued.
+	For time.Duration
+}
+
+// MaxHeldListed bounds Snapshot.Held (HeldKeys counts them all).
+const MaxHeldListed = 100
 
 // Stats counts the table's PENDING, PROCESSING and FAILED rows by event type, with due-now,
 // stale and stuck computed from each row's own lease, so it needs no worker configuration and
@@ -84,6 +110,19 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 		s.Failed += tc.Failed
 		s.OldestPending = max(s.OldestPending, tc.OldestPending)
 		s.OldestDue = max(s.OldestDue, tc.OldestDue)
+	}
+	held, err := q.OrderingHeldKeys(ctx, sdb(db), math.MaxInt32)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: held keys: %w", explain(err))
+	}
+	s.HeldKeys = int64(len(held))
+	for i, h := range held {
+		d := time.Duration(h.HeldUs) * time.Microsecond
+		s.OldestHeld = max(s.OldestHeld, d)
+		if i < MaxHeldListed {
+			s.Held = append(s.Held, HeldKey{OrderingKey: h.OrderingKey, Head: MessageID(h.HeadID),
+				HeadStatus: Status(h.HeadStatus), Waiting: h.Waiting, For: d})
+		}
 	}
 	return s, nil
 }
@@ -320,7 +359,13 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if f.Status == StatusSent {
 				return q.MessagePurgeSent(ctx, tx, store.MessagePurgeSentParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
 			}
-			return q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
+			n, err := q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
+			if err != nil || n == 0 {
+				return n, err
+			}
+			// A purged FAILED head releases its ordering key (in the same transaction).
+			_, err = q.OrderingQueueCleanup(ctx, tx)
+			return n, err
 		})
 		total += n
 		if err != nil {
@@ -360,6 +405,10 @@ func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if err != nil || len(locked) == 0 {
 				return 0, err
 			}
+			// A purged FAILED ordered head releases its key (SENT ones left the queue already).
+			if err := q.OrderingQueueDeleteMessages(ctx, tx, locked); err != nil {
+				return 0, err
+			}
 			return q.MessageDeleteLocked(ctx, tx, locked)
 		})
 		total += n
@@ -392,6 +441,8 @@ type Record struct {
 	CreatedAt, SentAt, FailedAt time.Time
 	// Headers are the message's headers; nil when it has none.
 	Headers map[string]string
+	// OrderingKey is the message's ordering key; "" for an unordered message.
+	OrderingKey string
 }
 
 // ErrNotFound is returned by Inspect for an id that no row has.
@@ -413,7 +464,7 @@ func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
 		NextAttemptAt: r.NextAttemptAt, ClaimedAt: r.ClaimedAt.Time, ReclaimAfter: r.ReclaimAfter.Time,
 		ClaimToken: r.ClaimToken.String, LastError: r.LastError.String,
 		CreatedAt: r.CreatedAt, SentAt: r.SentAt.Time, FailedAt: r.FailedAt.Time,
-		Headers: decodeHeaders(r.Headers.String),
+		Headers: decodeHeaders(r.Headers.String), OrderingKey: r.OrderingKey.String,
 	}, nil
 }
 

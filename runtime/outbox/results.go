@@ -206,7 +206,13 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	// Inlined arguments: one round trip per statement whatever the DSN (see inlineExec).
 	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
-	if len(tokens)+others > 1 {
+	orderedSent := 0
+	for _, r := range batch {
+		if r.outcome == OutcomeSent && r.orderingKey != "" {
+			orderedSent++
+		}
+	}
+	if len(tokens)+others+orderedSent > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
@@ -221,6 +227,12 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		}()
 	}
 
+	ordered := map[MessageID]result{} // SENT results of ordered messages: their queue entries go
+	for _, r := range batch {
+		if r.outcome == OutcomeSent && r.orderingKey != "" {
+			ordered[r.id] = r
+		}
+	}
 	var refusedRes []result
 	for _, tok := range tokens {
 		ids := sent[tok]
@@ -238,7 +250,17 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 			for _, row := range rows {
 				if row.Status != store.OutboxMessagesStatusSENT || row.ClaimToken.String != tok {
 					refusedRes = append(refusedRes, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
+					delete(ordered, MessageID(row.ID)) // not ours to release: the newer claim will
 				}
+			}
+		}
+	}
+	// In the same transaction as SENT: the key's next message becomes its head exactly when this
+	// one is recorded sent. Id order, like the rest of the batch.
+	for _, r := range batch {
+		if o, ok := ordered[r.id]; ok {
+			if err := q.OrderingQueueDelete(ctx, db, store.OrderingQueueDeleteParams{OrderingKey: o.orderingKey, Seq: o.orderingSeq}); err != nil {
+				return 0, 0, fmt.Errorf("release ordering key: %w", err)
 			}
 		}
 	}

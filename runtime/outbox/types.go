@@ -29,6 +29,13 @@ type Message struct {
 	IdempotencyKey string
 	// MaxAttempts is resolved at enqueue and stored on the row. Zero takes the default, 10.
 	MaxAttempts int
+	// OrderingKey, when set, puts the message in its key's order: messages with the same
+	// OrderingKey are handled one at a time, in the order their enqueuing transactions committed
+	// (not in id order). Generated code sets it from the catalog's ordering_key, prefixed by the
+	// ordering group. Compared byte for byte; valid UTF-8 of at most 191 bytes. Enqueuing an
+	// ordered message locks its key's counter row until the transaction ends: concurrent
+	// transactions enqueueing for one key wait for each other (README, "Ordering per key").
+	OrderingKey string
 }
 
 // Delivery describes one handler call.
@@ -50,6 +57,8 @@ type Delivery struct {
 	// Headers are the message's headers (outbox.Header, enqueue hooks such as the trace
 	// context); nil when it has none. The map is the handler's own.
 	Headers map[string]string
+	// OrderingKey is the message's ordering key; "" for an unordered message.
+	OrderingKey string
 }
 
 // Backoff bounds the exponential retry delay: the n-th retry waits a random duration between b

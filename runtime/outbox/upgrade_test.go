@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -94,12 +95,13 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 
 	// What a version-1 database still needs.
 	stmts, err := SchemaUpgrade(ctx, d.DB)
-	if err != nil || len(stmts) != 6 {
-		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want the 6 ALTER TABLEs of versions 2 and 3", len(stmts), err)
+	// Versions 2, 3 and 4 alter the three tables; version 4 also creates the two ordering tables.
+	if err != nil || len(stmts) != 11 {
+		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want 9 ALTER TABLEs and 2 CREATE TABLEs", len(stmts), err)
 	}
 	for _, s := range stmts {
-		if !strings.HasPrefix(s, "ALTER TABLE ") {
-			t.Errorf("upgrade statement %q, want ALTER TABLE", s)
+		if !strings.HasPrefix(s, "ALTER TABLE ") && !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_ordering") {
+			t.Errorf("upgrade statement %q, want ALTER TABLE or the ordering tables' CREATE", s)
 		}
 	}
 	// This version's worker refuses the old tables, saying what to do.
@@ -128,8 +130,8 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		}
 	}
 	for table, comment := range tableVersions(t, d) {
-		if comment != "outboxgen schema 3" {
-			t.Errorf("table %s comment %q after Migrate, want %q", table, comment, "outboxgen schema 3")
+		if want := fmt.Sprintf("outboxgen schema %d", SchemaVersion); comment != want {
+			t.Errorf("table %s comment %q after Migrate, want %q", table, comment, want)
 		}
 	}
 	if stmts, err := SchemaUpgrade(ctx, d.DB); err != nil || len(stmts) != 0 {
@@ -190,8 +192,8 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	}
 }
 
-// From version 2 (this round's first schema) to 3 adds the headers column online: an instant
-// ALTER where the server has it, rows untouched.
+// From version 2 (this round's first schema) on, the later versions add columns online (an
+// instant ALTER where the server has it) and the ordering tables; rows untouched.
 func TestMigrateUpgradesV2AddsHeaders(t *testing.T) {
 	t.Parallel()
 	d := v1DB(t)
@@ -214,8 +216,8 @@ func TestMigrateUpgradesV2AddsHeaders(t *testing.T) {
 		t.Errorf("version-2 row after the upgrade to 3: %+v, %v", rec, err)
 	}
 	for table, comment := range tableVersions(t, d) {
-		if comment != "outboxgen schema 3" {
-			t.Errorf("table %s comment %q, want version 3", table, comment)
+		if want := fmt.Sprintf("outboxgen schema %d", SchemaVersion); comment != want {
+			t.Errorf("table %s comment %q, want %q", table, comment, want)
 		}
 	}
 }
@@ -247,7 +249,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	d := testdb.Migrated(t)
 	d.MustExec(t, "ALTER TABLE outbox_messages COMMENT = 'outboxgen schema 99'")
 	err := Migrate(context.Background(), d.DB)
-	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 3") {
+	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 4") {
 		t.Errorf("Migrate over a newer table: err = %v", err)
 	}
 }

@@ -47,13 +47,15 @@ func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
 }
 
 const messageClaimCandidates = `-- name: MessageClaimCandidates :many
-SELECT id, next_attempt_at
-FROM outbox_messages
-WHERE status = 'PENDING'
-  AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
-  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-  AND event_type IN (/*SLICE:event_types*/?)
-ORDER BY next_attempt_at, id
+SELECT m.id, m.next_attempt_at
+FROM outbox_messages m
+WHERE m.status = 'PENDING'
+  AND (m.next_attempt_at > ? OR (m.next_attempt_at = ? AND m.id > ?))
+  AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+  AND m.event_type IN (/*SLICE:event_types*/?)
+  AND (m.ordering_key IS NULL
+       OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))
+ORDER BY m.next_attempt_at, m.id
 LIMIT ?
 `
 
@@ -77,6 +79,12 @@ type MessageClaimCandidatesRow struct {
 // where the worker's last claim ended: every claimed row leaves a delete-marked entry at the
 // front of the index until InnoDB's purge removes it. The worker still scans from the start
 // often (see claimLoop).
+// An ordered row (ordering_key set) is a candidate only as its key's head: the smallest seq in
+// outbox_ordering_queue, i.e. every message of the key before it was sent. This is checked here,
+// by a non-locking read, and not in the locking step: a locking read that skips locked rows
+// would skip a locked predecessor and take its successor for a head. Being the head is stable
+// (seqs are handed out in commit order and a sent message never comes back), so the check
+// cannot go stale before the lock. Unordered rows pay one IS NULL test.
 func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg MessageClaimCandidatesParams) ([]MessageClaimCandidatesRow, error) {
 	query := messageClaimCandidates
 	var queryParams []interface{}
@@ -115,7 +123,7 @@ func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg Messa
 }
 
 const messageClaimLockIDs = `-- name: MessageClaimLockIDs :many
-SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
   AND status = 'PENDING'
@@ -138,6 +146,8 @@ type MessageClaimLockIDsRow struct {
 	Payload        json.RawMessage
 	IdempotencyKey string
 	Headers        sql.NullString
+	OrderingKey    sql.NullString
+	OrderingSeq    sql.NullInt64
 	Attempts       int32
 	MaxAttempts    int32
 	CreatedAt      time.Time
@@ -184,6 +194,8 @@ func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageC
 			&i.Payload,
 			&i.IdempotencyKey,
 			&i.Headers,
+			&i.OrderingKey,
+			&i.OrderingSeq,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,
@@ -244,12 +256,13 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 }
 
 const messageClaimSelect = `-- name: MessageClaimSelect :many
-SELECT id, event_type, payload, idempotency_key, headers, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
   AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND event_type IN (/*SLICE:event_types*/?)
+  AND ordering_key IS NULL
 ORDER BY next_attempt_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
@@ -268,6 +281,8 @@ type MessageClaimSelectRow struct {
 	Payload        json.RawMessage
 	IdempotencyKey string
 	Headers        sql.NullString
+	OrderingKey    sql.NullString
+	OrderingSeq    sql.NullInt64
 	Attempts       int32
 	MaxAttempts    int32
 	CreatedAt      time.Time
@@ -279,6 +294,8 @@ type MessageClaimSelectRow struct {
 // held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
 // ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
 // locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
+// Ordered rows never: whether one is its key's head is a non-locking read (see
+// MessageClaimCandidates), so they are claimed through the candidates only.
 func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageClaimSelectParams) ([]MessageClaimSelectRow, error) {
 	query := messageClaimSelect
 	var queryParams []interface{}
@@ -308,6 +325,8 @@ func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageCl
 			&i.Payload,
 			&i.IdempotencyKey,
 			&i.Headers,
+			&i.OrderingKey,
+			&i.OrderingSeq,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,
@@ -481,15 +500,35 @@ func (q *Queries) MessageDeleteLocked(ctx context.Context, db DBTX, ids []int64)
 
 const messageGet = `-- name: MessageGet :one
 SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers
+       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers, ordering_key
 FROM outbox_messages
 WHERE id = ?
 `
 
+type MessageGetRow struct {
+	ID             int64
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey string
+	Status         OutboxMessagesStatus
+	Attempts       int32
+	MaxAttempts    int32
+	NextAttemptAt  time.Time
+	ClaimedAt      sql.NullTime
+	ReclaimAfter   sql.NullTime
+	ClaimToken     sql.NullString
+	LastError      sql.NullString
+	CreatedAt      time.Time
+	SentAt         sql.NullTime
+	FailedAt       sql.NullTime
+	Headers        sql.NullString
+	OrderingKey    sql.NullString
+}
+
 // One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
-func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (OutboxMessage, error) {
+func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (MessageGetRow, error) {
 	row := db.QueryRowContext(ctx, messageGet, id)
-	var i OutboxMessage
+	var i MessageGetRow
 	err := row.Scan(
 		&i.ID,
 		&i.EventType,
@@ -507,6 +546,7 @@ func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (OutboxMess
 		&i.SentAt,
 		&i.FailedAt,
 		&i.Headers,
+		&i.OrderingKey,
 	)
 	return i, err
 }
@@ -540,9 +580,10 @@ func (q *Queries) MessageGiveBack(ctx context.Context, db DBTX, arg MessageGiveB
 
 const messageInsert = `-- name: MessageInsert :execlastid
 INSERT INTO outbox_messages (
-    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at
+    event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    ?, ?, IFNULL(?, x''), ?, 'PENDING', 0, ?,
+    ?, ?, IFNULL(?, x''), ?,
+    ?, ?, 'PENDING', 0, ?,
     TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 )
 `
@@ -552,6 +593,8 @@ type MessageInsertParams struct {
 	Payload        json.RawMessage
 	IdempotencyKey interface{}
 	Headers        sql.NullString
+	OrderingKey    sql.NullString
+	OrderingSeq    sql.NullInt64
 	MaxAttempts    int32
 	DelayUs        int64
 }
@@ -565,6 +608,8 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 		arg.Payload,
 		arg.IdempotencyKey,
 		arg.Headers,
+		arg.OrderingKey,
+		arg.OrderingSeq,
 		arg.MaxAttempts,
 		arg.DelayUs,
 	)
@@ -1058,22 +1103,24 @@ func (q *Queries) MessageRetryFailedIDs(ctx context.Context, db DBTX, arg Messag
 }
 
 const messageStatsByType = `-- name: MessageStatsByType :many
-SELECT event_type,
-       CAST(SUM(status = 'PENDING') AS SIGNED) AS pending,
-       CAST(SUM(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS due,
-       CAST(SUM(status = 'PROCESSING') AS SIGNED) AS processing,
-       CAST(SUM(status = 'PROCESSING' AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
-       CAST(SUM(status = 'PROCESSING'
-                AND TIMESTAMPDIFF(MICROSECOND, claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-                    > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)) AS SIGNED) AS stuck,
-       CAST(SUM(status = 'FAILED') AS SIGNED) AS failed,
-       CAST(COALESCE(MAX(IF(status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
-       CAST(COALESCE(MAX(IF(status = 'PENDING' AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
-                            TIMESTAMPDIFF(MICROSECOND, next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
-FROM outbox_messages
-WHERE status IN ('PENDING', 'PROCESSING', 'FAILED')
-GROUP BY event_type
-ORDER BY event_type
+SELECT m.event_type,
+       CAST(SUM(m.status = 'PENDING') AS SIGNED) AS pending,
+       CAST(SUM(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+                AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))) AS SIGNED) AS due,
+       CAST(SUM(m.status = 'PROCESSING') AS SIGNED) AS processing,
+       CAST(SUM(m.status = 'PROCESSING' AND m.reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
+       CAST(SUM(m.status = 'PROCESSING'
+                AND TIMESTAMPDIFF(MICROSECOND, m.claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+                    > 3 * TIMESTAMPDIFF(MICROSECOND, m.claimed_at, m.reclaim_after)) AS SIGNED) AS stuck,
+       CAST(SUM(m.status = 'FAILED') AS SIGNED) AS failed,
+       CAST(COALESCE(MAX(IF(m.status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, m.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
+       CAST(COALESCE(MAX(IF(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+                             AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key)),
+                            TIMESTAMPDIFF(MICROSECOND, m.next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
+FROM outbox_messages m
+WHERE m.status IN ('PENDING', 'PROCESSING', 'FAILED')
+GROUP BY m.event_type
+ORDER BY m.event_type
 `
 
 type MessageStatsByTypeRow struct {
@@ -1090,7 +1137,9 @@ type MessageStatsByTypeRow struct {
 
 // Never counts SENT rows: that part of the table grows without bound. oldest_due_us is how long
 // the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
-// it ignores delayed and backed-off rows, so it grows only when nobody claims.
+// it ignores delayed and backed-off rows, so it grows only when nobody claims. An ordered row
+// waiting behind its key's head is pending but not due (it cannot be claimed yet): a held key
+// is reported as such (OrderingHeldKeys), not as a dead fleet.
 func (q *Queries) MessageStatsByType(ctx context.Context, db DBTX) ([]MessageStatsByTypeRow, error) {
 	rows, err := db.QueryContext(ctx, messageStatsByType)
 	if err != nil {

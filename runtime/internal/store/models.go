@@ -56,14 +56,14 @@ func (ns NullOutboxMessagesStatus) Value() (driver.Value, error) {
 	return string(ns.OutboxMessagesStatus), nil
 }
 
-// outboxgen schema 3
+// outboxgen schema 4
 type OutboxInbox struct {
 	Consumer    string
 	IdemKey     string
 	ProcessedAt time.Time
 }
 
-// outboxgen schema 3
+// outboxgen schema 4
 type OutboxJobRun struct {
 	Job         string
 	PeriodStart time.Time
@@ -72,7 +72,7 @@ type OutboxJobRun struct {
 	FinishedAt  time.Time
 }
 
-// outboxgen schema 3
+// outboxgen schema 4
 type OutboxMessage struct {
 	ID             int64
 	EventType      string
@@ -90,4 +90,19 @@ type OutboxMessage struct {
 	SentAt         sql.NullTime
 	FailedAt       sql.NullTime
 	Headers        sql.NullString
+	OrderingKey    sql.NullString
+	OrderingSeq    sql.NullInt64
+}
+
+// outboxgen schema 4
+type OutboxOrdering struct {
+	OrderingKey string
+	LastSeq     int64
+}
+
+// outboxgen schema 4
+type OutboxOrderingQueue struct {
+	OrderingKey string
+	Seq         int64
+	MessageID   int64
 }

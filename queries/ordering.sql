@@ -1,0 +1,49 @@
+-- Per-key ordering (events.yaml ordering_key): the seq counter and the queue of unsent ordered
+-- messages. See schema.sql for why each exists.
+
+-- name: OrderingNext :execlastid
+-- The next seq of a key, on the enqueuing transaction. LAST_INSERT_ID(expr) makes the statement's
+-- insert id the seq (1 for a new key, last_seq + 1 otherwise), read back from the OK packet: one
+-- round trip. The key's row stays locked until the enqueuing transaction ends, which orders the
+-- seqs of one key by commit.
+INSERT INTO outbox_ordering (ordering_key, last_seq)
+VALUES (sqlc.arg(ordering_key), LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1);
+
+-- name: OrderingQueueInsert :exec
+INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id)
+VALUES (sqlc.arg(ordering_key), sqlc.arg(seq), sqlc.arg(message_id));
+
+-- name: OrderingQueueDelete :exec
+-- In the transaction that marks the message SENT: its successor becomes the key's head.
+DELETE FROM outbox_ordering_queue
+WHERE ordering_key = sqlc.arg(ordering_key) AND seq = sqlc.arg(seq);
+
+-- name: OrderingQueueCleanup :execrows
+-- After a purge deleted messages: their queue entries go too (a purged FAILED head releases its
+-- key). The queue holds only unsent ordered messages, so the scan is small.
+DELETE FROM outbox_ordering_queue
+WHERE NOT EXISTS (SELECT 1 FROM outbox_messages m WHERE m.id = outbox_ordering_queue.message_id);
+
+-- name: OrderingHeldKeys :many
+-- Keys whose head cannot be claimed now (FAILED, or PENDING until a later time: a retry's
+-- backoff, a Delay) while other messages of the key wait behind it, oldest wait first.
+-- waiting_since is when the first message behind the head was enqueued.
+SELECT q.ordering_key, q.message_id AS head_id, m.status AS head_status,
+       CAST(h.n - 1 AS SIGNED) AS waiting,
+       CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, w.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), 0) AS SIGNED) AS held_us
+FROM (SELECT ordering_key, MIN(seq) AS head_seq, COUNT(*) AS n
+      FROM outbox_ordering_queue GROUP BY ordering_key HAVING COUNT(*) > 1) h
+JOIN outbox_ordering_queue q ON q.ordering_key = h.ordering_key AND q.seq = h.head_seq
+JOIN outbox_messages m ON m.id = q.message_id
+JOIN outbox_ordering_queue q2 ON q2.ordering_key = h.ordering_key AND q2.seq = h.head_seq + 1
+JOIN outbox_messages w ON w.id = q2.message_id
+WHERE m.status = 'FAILED'
+   OR (m.status = 'PENDING' AND m.next_attempt_at > TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY held_us DESC
+LIMIT ?;
+
+-- name: OrderingQueueDeleteMessages :exec
+-- Purge by id, in the transaction that deletes the messages.
+DELETE FROM outbox_ordering_queue
+WHERE message_id IN (sqlc.slice('ids'));
