@@ -70,4 +70,3 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		return nil
 	}, messages, due, oldest, oldestDue, stale, stuck)
 }
-

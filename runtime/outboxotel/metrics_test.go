@@ -1,0 +1,219 @@
+package outboxotel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxotel"
+)
+
+// outboxprom's known mix, read through a manual reader: 3 welcome_email sent at once, 1 flaky
+// retried once then sent, 1 doomed failed permanently, and 1 welcome_email left PROCESSING by
+// a "dead worker" with an expired lease, which the worker reclaims and then sends.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	ctx := context.Background()
+	for range 3 {
+		enqueueTx(t, ctx, db.DB, "welcome_email")
+	}
+	enqueueTx(t, ctx, db.DB, "flaky")
+	enqueueTx(t, ctx, db.DB, "doomed")
+	db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+		next_attempt_at, claimed_at, reclaim_after, claim_token, created_at)
+		VALUES ('welcome_email', '{}', 'PROCESSING', 1, 10, UTC_TIMESTAMP(6),
+		TIMESTAMPADD(SECOND, -400, UTC_TIMESTAMP(6)), TIMESTAMPADD(SECOND, -100, UTC_TIMESTAMP(6)), 'dead', UTC_TIMESTAMP(6))`)
+
+	var flakyCalls atomic.Int32
+	r := outbox.NewRouter()
+	r.Handle("welcome_email", fast, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	r.Handle("flaky", fast, func(context.Context, json.RawMessage, outbox.Delivery) error {
+		if flakyCalls.Add(1) == 1 {
+			return errors.New("smtp: 421 try again later")
+		}
+		return nil
+	})
+	r.Handle("doomed", fast, func(context.Context, json.RawMessage, outbox.Delivery) error {
+		return outbox.Permanent(errors.New("mailbox does not exist"))
+	})
+	m := newMetrics(t)
+	tr := newTracing(t)
+	if _, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp)); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, newWorker(t, db.DB, r, tr, m.mp), drained(t, db, 1))
+
+	got := m.mustCollect(t)
+	for _, c := range []struct {
+		name  string
+		attrs map[string]string
+		want  float64
+	}{
+		{"messaging.client.consumed.messages", map[string]string{"messaging.operation.name": "claim"}, 7},
+		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.outcome": "sent"}, 4},
+		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "flaky", "outboxgen.outcome": "sent"}, 1},
+		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "flaky", "outboxgen.outcome": "retried"}, 1},
+		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "doomed", "outboxgen.outcome": "failed"}, 1},
+		{"outboxgen.handled.messages", nil, 7},
+		{"outboxgen.reclaimed.messages", nil, 1},
+		{"outboxgen.stuck_seen.messages", nil, 0},
+		// The gauges, read at this collection: only the FAILED doomed row is left.
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "doomed", "outboxgen.status": "FAILED"}, 1},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "doomed", "outboxgen.status": "PENDING"}, 0},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "doomed", "outboxgen.status": "PROCESSING"}, 0},
+		{"outboxgen.messages", nil, 1},
+		{"outboxgen.due.messages", nil, 0},
+		{"outboxgen.oldest_pending.age", nil, 0},
+		{"outboxgen.oldest_due.age", nil, 0},
+		{"outboxgen.stale.messages", nil, 0},
+		{"outboxgen.stuck.messages", nil, 0},
+	} {
+		if v, _ := point(got[c.name], c.attrs); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.attrs, v, c.want)
+		}
+	}
+	for _, c := range []struct {
+		eventType, outcome string
+		n                  uint64
+	}{
+		{"welcome_email", "sent", 4}, {"flaky", "retried", 1}, {"flaky", "sent", 1}, {"doomed", "failed", 1},
+	} {
+		if n := histCount(got["messaging.process.duration"], map[string]string{"messaging.destination.name": c.eventType, "outboxgen.outcome": c.outcome}); n != c.n {
+			t.Errorf("messaging.process.duration %s/%s: %d observations, want %d", c.eventType, c.outcome, n, c.n)
+		}
+	}
+	if h := got["messaging.process.duration"].Data.(metricdata.Histogram[float64]); len(h.DataPoints) != 4 {
+		t.Errorf("messaging.process.duration: %d series, want 4", len(h.DataPoints))
+	}
+	// flaky's retry needs a second claim after the first; the reclaimed row may share either.
+	if n := histCount(got["messaging.client.operation.duration"], map[string]string{"messaging.operation.name": "claim"}); n < 2 {
+		t.Errorf("claim duration observations = %d, want at least 2", n)
+	}
+	// Every handler call was a span too.
+	if n := len(tr.rec.Ended()); n != 7 {
+		t.Errorf("%d spans, want 7 (one per handler call)", n)
+	}
+}
+
+// The gauges from the table, without a worker: the numbers outbox.Stats reports.
+func TestStatsGauges(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	ctx := context.Background()
+	for range 2 {
+		enqueueTx(t, ctx, db.DB, "welcome_email")
+	}
+	enqueueTx(t, ctx, db.DB, "welcome_email", outbox.Delay(time.Hour))
+	old := enqueueTx(t, ctx, db.DB, "invoice_paid")
+	db.MustExec(t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(MINUTE, -30, created_at) WHERE id = ?", old)
+	db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+		next_attempt_at, created_at, sent_at) VALUES ('welcome_email', '{}', 'SENT', 1, 10,
+		UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`)
+	// Claimed 20 minutes ago with a 5 minute lease: stale, and past 3x: stuck.
+	db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+		next_attempt_at, claimed_at, reclaim_after, claim_token, created_at)
+		VALUES ('welcome_email', '{}', 'PROCESSING', 1, 10, UTC_TIMESTAMP(6),
+		TIMESTAMPADD(MINUTE, -20, UTC_TIMESTAMP(6)), TIMESTAMPADD(MINUTE, -15, UTC_TIMESTAMP(6)), 'gone', UTC_TIMESTAMP(6))`)
+
+	m := newMetrics(t)
+	reg, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp), outboxotel.WithStatsTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.mustCollect(t)
+	for _, c := range []struct {
+		name  string
+		attrs map[string]string
+		want  float64
+	}{
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "PENDING"}, 3},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "PROCESSING"}, 1},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "FAILED"}, 0},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "invoice_paid", "outboxgen.status": "PENDING"}, 1},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "invoice_paid", "outboxgen.status": "PROCESSING"}, 0},
+		{"outboxgen.due.messages", nil, 3},
+		{"outboxgen.stale.messages", nil, 1},
+		{"outboxgen.stuck.messages", nil, 1},
+	} {
+		if v, n := point(got[c.name], c.attrs); v != c.want || n == 0 {
+			t.Errorf("%s%v = %v (%d points), want %v", c.name, c.attrs, v, n, c.want)
+		}
+	}
+	if _, n := point(got["outboxgen.messages"], nil); n != 6 {
+		t.Errorf("outboxgen.messages: %d series, want 6 (3 statuses x 2 types; never SENT)", n)
+	}
+	if age, _ := point(got["outboxgen.oldest_pending.age"], nil); age < 1800 || age > 1900 {
+		t.Errorf("outboxgen.oldest_pending.age = %v, want about 1800 (the invoice_paid row made 30m old)", age)
+	}
+	if got["outboxgen.oldest_pending.age"].Unit != "s" || got["outboxgen.messages"].Unit != "{message}" {
+		t.Errorf("units %q, %q; want s and {message}", got["outboxgen.oldest_pending.age"].Unit, got["outboxgen.messages"].Unit)
+	}
+	if err := reg.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := point(m.mustCollect(t)["outboxgen.messages"], nil); n != 0 {
+		t.Error("outboxgen.messages still reported after Unregister")
+	}
+}
+
+// A collection whose query fails reports the error, and no stale or zero values.
+func TestStatsGaugesQueryError(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t) // no schema: the Stats query fails (table missing)
+	m := newMetrics(t)
+	if _, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.collect(t)
+	if err == nil || !strings.Contains(err.Error(), "outbox: Stats") || !strings.Contains(err.Error(), "doesn't exist") {
+		t.Fatalf("collect error = %v; want the Stats failure (missing outbox_messages)", err)
+	}
+	for _, name := range []string{"outboxgen.messages", "outboxgen.due.messages", "outboxgen.stuck.messages"} {
+		if mm, ok := got[name]; ok {
+			if _, n := point(mm, nil); n != 0 {
+				t.Errorf("%s has %d points after a failed query, want none", name, n)
+			}
+		}
+	}
+}
+
+// A worker that does not reclaim still watches: each stuck sighting reaches the counter.
+func TestWorkerStuckSeen(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+		next_attempt_at, claimed_at, reclaim_after, claim_token, created_at)
+		VALUES ('welcome_email', '{}', 'PROCESSING', 1, 10, UTC_TIMESTAMP(6),
+		TIMESTAMPADD(MINUTE, -20, UTC_TIMESTAMP(6)), TIMESTAMPADD(MINUTE, -15, UTC_TIMESTAMP(6)), 'gone', UTC_TIMESTAMP(6))`)
+	r := outbox.NewRouter()
+	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	m := newMetrics(t)
+	cfg, err := outboxotel.Instrument(outbox.Config{
+		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, DisableReclaim: true,
+		Logger: quietLogger(),
+	}, outboxotel.WithMeterProvider(m.mp), outboxotel.WithTracerProvider(newTracing(t).tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWorker(db.DB, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := func() float64 {
+		v, _ := point(m.mustCollect(t)["outboxgen.stuck_seen.messages"], nil)
+		return v
+	}
+	runWorker(t, w, func() bool { return stuck() >= 2 })
+	if v := stuck(); v < 2 {
+		t.Errorf("outboxgen.stuck_seen.messages = %v, want >= 2", v)
+	}
+}
