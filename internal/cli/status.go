@@ -18,7 +18,7 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--max-due-age 10m] [--failed 10] [--dsn DSN]
+const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--max-due-age 10m] [--max-held-age 10m] [--failed 10] [--dsn DSN]
 
 Prints the outbox's state from the database (outbox.Stats): by event type the PENDING, due,
 PROCESSING, stale, stuck and FAILED counts (never SENT: that part of the table grows without
@@ -31,11 +31,15 @@ bound), the oldest pending message's age, and the newest FAILED messages with th
   oldest pending   the oldest PENDING message's age, delayed and backed-off ones included
   oldest due       how long the longest-waiting due message has been claimable: near the
                    workers' poll interval while they run; it grows when nobody claims
+  held keys        ordering keys whose head message cannot be handled now (FAILED, or
+                   waiting for a retry or a Delay) while others of the key wait behind it;
+                   a FAILED head holds its key until retry or purge
 
 --check exits 1 when stuck > 0, when a due message has waited longer than --max-due-age (no
 worker is claiming: every worker is down, or none handles that event type), or when any message
-FAILED within --window, so a cron job or probe alerts on an outage and on new failures without
-staying red forever over old ones.
+FAILED within --window, or when an ordering key has been held longer than --max-held-age, so a
+cron job or probe alerts on an outage and on new failures without staying red forever over old
+ones.
 `
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +50,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	c.fs.Var(&window, "window", "how far back a FAILED message fails --check (Go syntax or days)")
 	maxDue := durationFlag{d: 10 * time.Minute}
 	c.fs.Var(&maxDue, "max-due-age", "a due message waiting longer than this fails --check (0: never)")
+	maxHeld := durationFlag{d: 10 * time.Minute}
+	c.fs.Var(&maxHeld, "max-held-age", "an ordering key held longer than this fails --check (0: never)")
 	nFailed := c.fs.Int("failed", 10, "how many of the newest FAILED messages to list (0: none)")
 	if code, ok := c.parse(args); !ok {
 		return code
@@ -56,6 +62,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if maxDue.d < 0 {
 		return c.usageErr("--max-due-age must not be negative, got %s", maxDue.String())
 	}
+	if maxHeld.d < 0 {
+		return c.usageErr("--max-held-age must not be negative, got %s", maxHeld.String())
+	}
 	if *nFailed < 0 {
 		return c.usageErr("--failed must be >= 0, got %d", *nFailed)
 	}
@@ -65,7 +74,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, statusLimits{window: window.d, maxDue: maxDue.d}, *nFailed))
+	return c.closeDB(db, c.status(ctx, db, *asJSON, *check, statusLimits{window: window.d, maxDue: maxDue.d, maxHeld: maxHeld.d}, *nFailed))
 }
 
 // statusReport is the JSON shape of `outboxgen status --json`, documented in docs/operations.md.
@@ -79,6 +88,9 @@ type statusReport struct {
 	OldestPendingSeconds float64               `json:"oldest_pending_seconds"`
 	OldestDueSeconds     float64               `json:"oldest_due_seconds"`
 	ByType               map[string]typeReport `json:"by_type"`
+	HeldKeys             int64                 `json:"held_keys"`
+	OldestHeldSeconds    float64               `json:"oldest_held_seconds"`
+	Held                 []heldReport          `json:"held"`
 	NewestFailed         []failedReport        `json:"newest_failed"`
 	Check                checkReport           `json:"check"`
 }
@@ -96,6 +108,15 @@ type typeReport struct {
 	OldestDueSeconds float64 `json:"oldest_due_seconds"`
 }
 
+// heldReport is one held ordering key.
+type heldReport struct {
+	OrderingKey string  `json:"ordering_key"`
+	HeadID      int64   `json:"head_id"`
+	HeadStatus  string  `json:"head_status"`
+	Waiting     int64   `json:"waiting"`
+	HeldSeconds float64 `json:"held_seconds"`
+}
+
 type failedReport struct {
 	ID          int64     `json:"id"`
 	EventType   string    `json:"event_type"`
@@ -109,6 +130,7 @@ type checkReport struct {
 	OK               bool     `json:"ok"`
 	WindowSeconds    float64  `json:"window_seconds"`
 	MaxDueAgeSeconds float64  `json:"max_due_age_seconds"`
+	MaxHeldSeconds   float64  `json:"max_held_age_seconds"`
 	FailedInWindow   int64    `json:"failed_in_window"`
 	Problems         []string `json:"problems"`
 }
@@ -117,6 +139,8 @@ type checkReport struct {
 type statusLimits struct {
 	window time.Duration // a FAILED message within it fails the check
 	maxDue time.Duration // a due message waiting longer fails the check; 0: never
+	// maxHeld: an ordering key held longer fails the check; 0: never
+	maxHeld time.Duration
 }
 
 func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim statusLimits, nFailed int) int {
@@ -131,8 +155,16 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		OldestPendingSeconds: snap.OldestPending.Seconds(),
 		OldestDueSeconds:     snap.OldestDue.Seconds(),
 		ByType:               map[string]typeReport{},
+		HeldKeys:             snap.HeldKeys,
+		OldestHeldSeconds:    snap.OldestHeld.Seconds(),
+		Held:                 []heldReport{},
 		NewestFailed:         []failedReport{},
-		Check:                checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(), Problems: []string{}},
+		Check: checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(),
+			MaxHeldSeconds: lim.maxHeld.Seconds(), Problems: []string{}},
+	}
+	for _, h := range snap.Held {
+		rep.Held = append(rep.Held, heldReport{OrderingKey: c.clean(h.OrderingKey), HeadID: int64(h.Head),
+			HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
 	}
 	for t, tc := range snap.ByType {
 		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
@@ -190,6 +222,11 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 					formatAge(lim.maxDue), strings.Join(behind, ", ")))
 		}
 	}
+	if lim.maxHeld > 0 && snap.OldestHeld > lim.maxHeld {
+		rep.Check.Problems = append(rep.Check.Problems,
+			fmt.Sprintf("%d ordering key(s) held, the oldest for more than %s: retry or purge their head messages (outboxgen status lists them)",
+				snap.HeldKeys, formatAge(lim.maxHeld)))
+	}
 	if rep.Check.FailedInWindow > 0 {
 		rep.Check.Problems = append(rep.Check.Problems,
 			fmt.Sprintf("%d message(s) FAILED within the last %s", rep.Check.FailedInWindow, formatAge(window)))
@@ -242,6 +279,18 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		fmt.Fprintf(&b, "%-17s0\n", "stuck:")
 	}
 	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
+	fmt.Fprintf(&b, "%-17s%d\n", "held keys:", rep.HeldKeys)
+
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(&b, "\nheld ordering keys (%d of %d, longest held first; `outboxgen retry --id HEAD` or purge the head to release a key):\n", len(rep.Held), rep.HeldKeys)
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  ORDERING KEY\tHEAD\tHEAD STATUS\tWAITING\tHELD FOR")
+		for _, h := range rep.Held {
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%d\t%s\n", opsOneLine(opsTruncate(h.OrderingKey, 80)), h.HeadID, h.HeadStatus, h.Waiting,
+				formatAge(time.Duration(h.HeldSeconds*float64(time.Second))))
+		}
+		w.Flush()
+	}
 
 	if len(rep.NewestFailed) > 0 {
 		fmt.Fprintf(&b, "\nnewest FAILED (%d of %d; retry with `outboxgen retry --id N`):\n", len(rep.NewestFailed), rep.Failed)

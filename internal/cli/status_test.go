@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -139,7 +141,7 @@ func TestStatusJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"by_type", "check", "due", "failed", "newest_failed", "oldest_due_seconds", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
+	want := []string{"by_type", "check", "due", "failed", "held", "held_keys", "newest_failed", "oldest_due_seconds", "oldest_held_seconds", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("top-level keys = %v, want %v", keys, want)
 	}
@@ -274,4 +276,48 @@ func TestStatusCheckTellsIdleFromBehind(t *testing.T) {
 		!strings.Contains(all, "the workers for busy_type are claiming but behind") {
 		t.Errorf("problems = %q", rep.Check.Problems)
 	}
+}
+
+// status shows held ordering keys (text and --json), and --check fails past --max-held-age.
+func TestStatusHeldKeys(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	ctx := context.Background()
+	var head outbox.MessageID
+	for i := 0; i < 3; i++ {
+		err := outbox.InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			id, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "order_paid", Payload: json.RawMessage(`{}`), OrderingKey: "orders:42"})
+			if i == 0 {
+				head = id
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The head failed an hour ago; two messages have waited behind it since.
+	db.MustExec(t, "UPDATE outbox_messages SET status='FAILED', attempts=10, failed_at=UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ?", int64(head))
+	db.MustExec(t, "UPDATE outbox_messages SET created_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id <> ?", int64(head))
+	r := runOps(runStatus, "--dsn", db.DSN, "--failed", "0", "--window", "1m")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "held keys:       1") || !strings.Contains(r.stdout, "orders:42") ||
+		!strings.Contains(r.stdout, fmt.Sprintf("  orders:42     %d     FAILED       2", head)) {
+		t.Errorf("status without the held key:\n%s", r.stdout)
+	}
+	r = runOps(runStatus, "--dsn", db.DSN, "--json", "--check", "--window", "1m", "--max-held-age", "30m")
+	mustExit(t, r, opsExitCheck)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.HeldKeys != 1 || len(rep.Held) != 1 || rep.Held[0].HeadID != int64(head) || rep.Held[0].Waiting != 2 ||
+		rep.Held[0].HeldSeconds < 3500 || rep.Due != 0 {
+		t.Errorf("--json held = %d %+v, due %d; want one key held about an hour by %d with 2 waiting, nothing due", rep.HeldKeys, rep.Held, rep.Due, head)
+	}
+	if len(rep.Check.Problems) != 1 || !strings.Contains(rep.Check.Problems[0], "1 ordering key(s) held, the oldest for more than 30m") {
+		t.Errorf("check problems %q", rep.Check.Problems)
+	}
+	// Within the limit: ok.
+	mustExit(t, runOps(runStatus, "--dsn", db.DSN, "--check", "--window", "1m", "--max-held-age", "2h"), opsExitOK)
 }
