@@ -19,7 +19,8 @@ const DefaultStatsTimeout = 5 * time.Second
 //
 //	outbox_messages{event_type,status}     PENDING, PROCESSING and FAILED rows per type (0s
 //	                                       included for a type that has any such row)
-//	outbox_due_messages                    PENDING rows whose next_attempt_at has passed
+//	outbox_due_messages                    PENDING rows whose next_attempt_at has passed (and, when
+//	                                       ordered, that are their key's head: claimable now)
 //	outbox_oldest_pending_age_seconds      age of the oldest PENDING row (0 when none), delayed
 //	                                       and backed-off rows included
 //	outbox_oldest_due_age_seconds          how long the longest-waiting due row has been
@@ -27,6 +28,10 @@ const DefaultStatsTimeout = 5 * time.Second
 //	                                       is claiming
 //	outbox_stale_messages                  PROCESSING past their lease; a live worker reclaims them
 //	outbox_stuck_messages                  PROCESSING past 3x their lease: nobody is reclaiming (alert on > 0)
+//	outbox_held_ordering_keys              ordering keys whose head cannot be handled now (FAILED,
+//	                                       or waiting for a retry or a Delay) while others wait
+//	outbox_oldest_held_age_seconds         how long the longest-held key's first waiting message
+//	                                       has waited (0 when none): alert when it grows
 //
 // A failed query is not hidden behind stale or zero values: the scrape gets an invalid metric
 // carrying the error (prometheus.NewInvalidMetric), so the registry reports it (promhttp
@@ -35,7 +40,7 @@ type StatsCollector struct {
 	db      outbox.DBTX
 	timeout time.Duration
 
-	messages, due, oldest, oldestDue, stale, stuck *prometheus.Desc
+	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -71,6 +76,10 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 			"PROCESSING rows past their lease (reclaim_after); a live worker reclaims them.", nil, nil),
 		stuck: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stuck_messages"),
 			"PROCESSING rows past 3x their lease: nobody is reclaiming them. Alert on > 0.", nil, nil),
+		held: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "held_ordering_keys"),
+			"Ordering keys whose head message cannot be handled now (FAILED, or waiting for a retry or a Delay) while others of the key wait behind it.", nil, nil),
+		oldestHeld: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_held_age_seconds"),
+			"How long the longest-held ordering key's first waiting message has waited, 0 when none. A FAILED head holds its key until retry or purge.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -80,7 +89,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld} {
 		ch <- d
 	}
 }
@@ -107,4 +116,6 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldestDue, prometheus.GaugeValue, s.OldestDue.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, float64(s.Stale))
 	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(s.Stuck))
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
+	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 }

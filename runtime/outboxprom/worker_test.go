@@ -178,10 +178,17 @@ outbox_stale_messages 0
 # HELP outbox_stuck_messages PROCESSING rows past 3x their lease: nobody is reclaiming them. Alert on > 0.
 # TYPE outbox_stuck_messages gauge
 outbox_stuck_messages 0
+# HELP outbox_held_ordering_keys Ordering keys whose head message cannot be handled now (FAILED, or waiting for a retry or a Delay) while others of the key wait behind it.
+# TYPE outbox_held_ordering_keys gauge
+outbox_held_ordering_keys 0
+# HELP outbox_oldest_held_age_seconds How long the longest-held ordering key's first waiting message has waited, 0 when none. A FAILED head holds its key until retry or purge.
+# TYPE outbox_oldest_held_age_seconds gauge
+outbox_oldest_held_age_seconds 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantGauges),
 		"outbox_messages", "outbox_due_messages", "outbox_oldest_pending_age_seconds",
-		"outbox_oldest_due_age_seconds", "outbox_stale_messages", "outbox_stuck_messages"); err != nil {
+		"outbox_oldest_due_age_seconds", "outbox_stale_messages", "outbox_stuck_messages",
+		"outbox_held_ordering_keys", "outbox_oldest_held_age_seconds"); err != nil {
 		t.Error(err)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
