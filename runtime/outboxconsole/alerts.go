@@ -19,7 +19,7 @@ type alert struct {
 
 // alerts derives the overview's alerts from a snapshot, with failedInWindow the number of
 // messages that FAILED within window.
-func alerts(s outbox.Snapshot, maxDueAge, window time.Duration, failedInWindow int64, clean func(string) string) []alert {
+func alerts(s outbox.Snapshot, maxDueAge, maxHeldAge, window time.Duration, failedInWindow int64, clean func(string) string) []alert {
 	var out []alert
 	if s.Stuck > 0 {
 		out = append(out, alert{Level: "page",
@@ -50,6 +50,11 @@ func alerts(s outbox.Snapshot, maxDueAge, window time.Duration, failedInWindow i
 				"due messages have waited more than %s: the workers for %s are claiming but behind",
 				formatAge(maxDueAge), strings.Join(behind, ", "))})
 		}
+	}
+	if maxHeldAge > 0 && s.OldestHeld > maxHeldAge {
+		out = append(out, alert{Level: "page", Text: fmt.Sprintf(
+			"%d ordering key(s) held, the oldest for more than %s: retry or purge their head messages (outboxgen status lists them)",
+			s.HeldKeys, formatAge(maxHeldAge))})
 	}
 	if failedInWindow > 0 {
 		out = append(out, alert{Level: "ticket",

@@ -34,6 +34,7 @@ type config struct {
 	title       string
 	sampleEvery time.Duration
 	maxDueAge   time.Duration
+	maxHeldAge  time.Duration
 	window      time.Duration
 	timeout     time.Duration
 	pageSize    int
@@ -75,6 +76,11 @@ func WithSampleInterval(d time.Duration) Option { return func(c *config) { c.sam
 // off. Defaults to 10m.
 func WithMaxDueAge(d time.Duration) Option { return func(c *config) { c.maxDueAge = d } }
 
+// WithMaxHeldAge sets how long an ordering key may be held (its head message FAILED or backed
+// off while others wait behind it) before the overview alerts, like `outboxgen status --check
+// --max-held-age`. Zero turns the alert off. Defaults to 10m.
+func WithMaxHeldAge(d time.Duration) Option { return func(c *config) { c.maxHeldAge = d } }
+
 // WithFailedWindow sets how far back a FAILED message raises the overview's new-failures
 // alert, like `outboxgen status --check --window`. Defaults to 1h.
 func WithFailedWindow(d time.Duration) Option { return func(c *config) { c.window = d } }
@@ -91,6 +97,7 @@ func New(db *sql.DB, opts ...Option) *Console {
 		title:       "outbox",
 		sampleEvery: 10 * time.Second,
 		maxDueAge:   10 * time.Minute,
+		maxHeldAge:  10 * time.Minute,
 		window:      time.Hour,
 		timeout:     15 * time.Second,
 		pageSize:    50,

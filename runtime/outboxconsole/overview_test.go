@@ -120,3 +120,39 @@ func TestOverviewReadOnlyHasNoButtons(t *testing.T) {
 		b.mustContain(r, "read-only")
 	}
 }
+
+// TestHeldKeysAndHeaders: a FAILED head that holds its ordering key while another message
+// waits is listed and alerted on (worded like status --check); the message page shows the
+// ordering key and the headers, escaped.
+func TestHeldKeysAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const key = "orders:<b>42</b>"
+	head, err := outbox.Enqueue(ctx, b.db, outbox.Message{EventType: "order_paid", Payload: []byte(`{"n":1}`), OrderingKey: key},
+		outbox.Standalone(), outbox.Header("x-tenant", "<i>acme</i>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := outbox.Enqueue(ctx, b.db, outbox.Message{EventType: "order_paid", Payload: []byte(`{"n":2}`), OrderingKey: key}, outbox.Standalone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.db.MustExec(t, "UPDATE outbox_messages SET status = 'FAILED', failed_at = UTC_TIMESTAMP(6), last_error = 'x' WHERE id = ?", int64(head))
+	b.db.MustExec(t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(MINUTE, -20, created_at) WHERE id = ?", int64(next))
+	snap, err := outbox.Stats(ctx, b.db)
+	if err != nil || snap.HeldKeys != 1 {
+		t.Fatalf("Stats: %d held keys, %v; the scenario should hold 1", snap.HeldKeys, err)
+	}
+	r := b.get("/")
+	b.mustContain(r, `id="held-keys">1<`,
+		"1 ordering key(s) held, the oldest for more than 10m: retry or purge their head messages",
+		`<td class="type">orders:&lt;b&gt;42&lt;/b&gt;</td>`, fmt.Sprintf(`<a href="message?id=%d">%d</a>`, head, head))
+	m := b.get(fmt.Sprintf("/message?id=%d", head))
+	b.mustContain(m, "<code>orders:&lt;b&gt;42&lt;/b&gt;</code>", "<code>x-tenant</code>", "<code>&lt;i&gt;acme&lt;/i&gt;</code>")
+	for _, body := range []string{r.body, m.body} {
+		if strings.Contains(body, "<b>42") || strings.Contains(body, "<i>acme") {
+			t.Errorf("raw markup from an ordering key or header:\n%s", body)
+		}
+	}
+}

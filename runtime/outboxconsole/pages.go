@@ -34,7 +34,18 @@ type typeRow struct {
 	OldestPending, OldestDue                       string
 }
 
+type heldRow struct {
+	Key        string
+	Head       int64
+	HeadStatus string
+	Waiting    int64
+	For        string
+}
+
 type overviewData struct {
+	HeldKeys               int64
+	OldestHeld             string
+	Held                   []heldRow
 	Err                    string
 	Alerts                 []alert
 	Total                  typeRow
@@ -68,7 +79,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Err = c.errText(err)
 		status = http.StatusServiceUnavailable
 	} else {
-		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.window, recent, c.clean)
+		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, c.clean)
+		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
+		for _, h := range snap.Held {
+			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadStatus: string(h.HeadStatus),
+				Waiting: h.Waiting, For: formatAge(h.For)})
+		}
 		d.Total = typeRow{Type: "total", Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
 			Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
 			OldestPending: ageIf(snap.Pending, snap.OldestPending), OldestDue: ageIf(snap.Due, snap.OldestDue)}
@@ -223,8 +239,12 @@ type timelineEntry struct {
 	Class string
 }
 
+type header struct{ Key, Value string }
+
 type messageData struct {
 	ID                    int64
+	OrderingKey           string
+	Headers               []header
 	Type, Key, ClaimToken string
 	Status                string
 	Explain               string
@@ -258,6 +278,11 @@ func (c *Console) message(w http.ResponseWriter, r *http.Request) {
 		Status: string(rec.Status), Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts,
 		LastError: c.clean(rec.LastError), Notice: notice(r.URL.Query()),
 	}
+	d.OrderingKey = c.clean(rec.OrderingKey)
+	for k, v := range rec.Headers {
+		d.Headers = append(d.Headers, header{Key: c.clean(k), Value: c.clean(v)})
+	}
+	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Key < d.Headers[j].Key })
 	if d.Key == "" {
 		d.Key = "msg:" + strconv.FormatInt(id, 10) + " (none stored: the worker delivers this)"
 	}
