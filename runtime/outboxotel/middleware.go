@@ -121,8 +121,9 @@ func outcome(ctx context.Context, err error, d outbox.Delivery) outbox.Outcome {
 	return outbox.OutcomeRetried
 }
 
-// errorType is error.type: a few classes the worker treats apart, else the error's own
-// (its ErrorType method, or its Go type).
+// errorType is error.type: a few classes the worker treats apart, else the first ErrorType()
+// an error of the chain declares, else the Go type of the innermost error (the cause, not a
+// fmt.Errorf or outbox.RetryAfter wrapper).
 func errorType(ctx context.Context, err error) attribute.KeyValue {
 	switch {
 	case outbox.IsPermanent(err):
@@ -132,5 +133,12 @@ func errorType(ctx context.Context, err error) attribute.KeyValue {
 	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
 		return semconv.ErrorTypeKey.String("canceled")
 	}
-	return semconv.ErrorType(err)
+	cause := err
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if t, ok := e.(interface{ ErrorType() string }); ok && t.ErrorType() != "" {
+			return semconv.ErrorTypeKey.String(t.ErrorType())
+		}
+		cause = e
+	}
+	return semconv.ErrorType(cause)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		{"an error with attempts left is retried", context.Background(), 3, 10, errors.New("smtp: 421"), "retried", "*errors.errorString"},
 		{"an error on the last attempt is failed", context.Background(), 10, 10, errors.New("smtp: 421"), "failed", "*errors.errorString"},
 		{"Permanent is failed at once", context.Background(), 1, 10, outbox.Permanent(errors.New("no such mailbox")), "failed", "permanent"},
+		{"the cause's type, not its wrappers'", context.Background(), 1, 10, outbox.RetryAfter(time.Second, fmt.Errorf("dial: %w", &net.DNSError{Err: "no such host"})), "retried", "*net.DNSError"},
+		{"a declared ErrorType", context.Background(), 1, 10, fmt.Errorf("send: %w", typedErr{}), "retried", "smtp_busy"},
 		{"a timeout is retried", context.Background(), 1, 10, fmt.Errorf("send: %w", context.DeadlineExceeded), "retried", "timeout"},
 		{"the worker's shutdown gives the message back", canceled, 10, 10, context.Canceled, "retried", "canceled"},
 	} {
@@ -75,6 +78,11 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		})
 	}
 }
+
+type typedErr struct{}
+
+func (typedErr) Error() string     { return "421" }
+func (typedErr) ErrorType() string { return "smtp_busy" }
 
 // A panicking handler: the span records it and ends, and the panic goes on to the worker.
 func TestMiddlewarePanic(t *testing.T) {
