@@ -14,8 +14,9 @@
 //	reg, err := outboxotel.RegisterStats(db)
 //
 // Providers and the propagator default to OpenTelemetry's globals (otel.GetTracerProvider,
-// otel.GetMeterProvider, otel.GetTextMapPropagator); options override them. The global
-// propagator does nothing until the application sets one, as every OpenTelemetry setup does:
+// otel.GetMeterProvider, otel.GetTextMapPropagator), whether the application sets them before
+// or after wiring outboxgen; options override them. The global propagator does nothing until
+// the application sets one, as every OpenTelemetry setup does:
 //
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}))

@@ -55,8 +55,8 @@ func EnqueueHook(opts ...Option) outbox.EnqueueHook {
 }
 
 type enqueuer struct {
-	propagator propagation.TextMapPropagator
-	tracer     trace.Tracer // nil: an event on the caller's span instead of a span of our own
+	propagator propagation.TextMapPropagator // nil: the global one
+	tracer     trace.Tracer                  // nil: an event on the caller's span instead of a span of our own
 	warn       *warner
 }
 
@@ -91,7 +91,7 @@ func (e *enqueuer) inject(ctx context.Context, carrier propagation.MapCarrier, e
 			ok = false
 		}
 	}()
-	e.propagator.Inject(ctx, carrier)
+	propagatorOf(e.propagator).Inject(ctx, carrier)
 	return true
 }
 

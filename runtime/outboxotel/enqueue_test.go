@@ -89,7 +89,8 @@ func TestEnqueueHookEnqueueSpan(t *testing.T) {
 	}
 }
 
-// Without WithPropagator the hook uses the global propagator, set before or after it.
+// Without WithPropagator the hook uses the global propagator, set before or after it, and
+// replaced later.
 func TestEnqueueHookGlobalPropagator(t *testing.T) { // not parallel: sets a global
 	tr := newTracing(t)
 	hook := outboxotel.EnqueueHook()
@@ -101,6 +102,12 @@ func TestEnqueueHookGlobalPropagator(t *testing.T) { // not parallel: sets a glo
 	hook(ctx, "welcome_email", h)
 	if h["traceparent"] != traceparent(span.SpanContext()) {
 		t.Errorf("headers = %v, want the span's traceparent from the global propagator", h)
+	}
+	otel.SetTextMapPropagator(propagation.Baggage{})
+	h = map[string]string{}
+	hook(ctx, "welcome_email", h)
+	if len(h) != 0 {
+		t.Errorf("headers = %v after the global propagator became Baggage only, want none", h)
 	}
 }
 

@@ -47,7 +47,7 @@ func Middleware(opts ...Option) outbox.Middleware {
 
 type middleware struct {
 	tracer     trace.Tracer
-	propagator propagation.TextMapPropagator
+	propagator propagation.TextMapPropagator // nil: the global one
 	asChild    bool
 }
 
@@ -55,7 +55,7 @@ func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
 	return func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) (err error) {
 		// The message's context alone: a span the worker's own context may carry is not the
 		// enqueuing one.
-		msg := m.propagator.Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), propagation.MapCarrier(d.Headers))
+		msg := propagatorOf(m.propagator).Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), propagation.MapCarrier(d.Headers))
 		enqueuing := trace.SpanContextFromContext(msg)
 		if bag := baggage.FromContext(msg); bag.Len() > 0 {
 			ctx = baggage.ContextWithBaggage(ctx, bag)

@@ -39,15 +39,14 @@ func newConfig(opts []Option) config {
 	for _, o := range opts {
 		o(&c)
 	}
-	// The globals are delegates: a provider or propagator set later still takes effect.
+	// The global providers are delegates until the application sets its own: a provider set
+	// after this call still takes effect (the first one set; a later replacement does not).
+	// The propagator stays nil and is looked up at each use (propagatorOf).
 	if c.tracerProvider == nil {
 		c.tracerProvider = otel.GetTracerProvider()
 	}
 	if c.meterProvider == nil {
 		c.meterProvider = otel.GetMeterProvider()
-	}
-	if c.propagator == nil {
-		c.propagator = otel.GetTextMapPropagator()
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -67,7 +66,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithPropagator sets what writes the trace context into headers at enqueue and reads it back
-// in the worker; both sides must agree. Defaults to otel.GetTextMapPropagator().
+// in the worker; both sides must agree. Defaults to otel.GetTextMapPropagator(), looked up at
+// each enqueue and handler call, so the one the application sets (before or after) is used.
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.propagator = p }
 }
@@ -100,4 +100,12 @@ func WithStatsTimeout(d time.Duration) Option {
 			c.statsTimeout = d
 		}
 	}
+}
+
+// propagatorOf is p, or the global propagator when p is nil.
+func propagatorOf(p propagation.TextMapPropagator) propagation.TextMapPropagator {
+	if p == nil {
+		return otel.GetTextMapPropagator()
+	}
+	return p
 }

@@ -25,3 +25,6 @@ if grep -qE '^\s*--- SKIP' "$log"; then
 fi
 rm -f "$log"
 [ "$status" -eq 0 ] || { echo "outboxotel: go test failed (exit $status)"; exit "$status"; }
+
+echo "outboxotel: benchmarks, tiny (they must run, not be fast)"
+go test -count=1 -run '^$' -bench . -benchtime 200x ./... >/dev/null || { echo "outboxotel: benchmarks failed"; exit 1; }
