@@ -59,6 +59,7 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 		}
 		pkgs++
 	}
+	asyncCases := writeAsyncAPICheck(t, mod)
 	mod.write(t, "cmd/checks/main.go", checksProgram)
 	mod.write(t, "cmd/rightpayload/main.go", rightPayload)
 	mod.write(t, "cmd/allhandlers/main.go", allHandlers)
@@ -106,6 +107,11 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 			t.Fatalf("cmd/checks failed: %v\n%s", err, out)
 		}
 		checkChecksOutput(t, string(out))
+	})
+	t.Run("asyncapi_payloads_decode", func(t *testing.T) {
+		// The payloads TestAsyncAPIPayloads checks against the AsyncAPI schemas, through the
+		// generated decoders: see asyncapi_decode_test.go.
+		checkAsyncAPIDecodes(t, mod, goBin, asyncCases)
 	})
 	t.Run("payload_checks", func(t *testing.T) {
 		// testdata/buildchecks/payload_checks_test.go: stored payloads that drifted from the
@@ -365,12 +371,16 @@ func (h) HandleOnlyMax(context.Context, policies.OnlyMax, outbox.Delivery) error
 func main() { _ = policies.NewRouter(h{}) }
 `
 
+// wireGolden is the payload the generated ok_wire_formats code writes for cmd/checks' value;
+// TestAsyncAPIGoldenWirePayload validates it against the event's JSON Schema.
+const wireGolden = `{"at":"2026-03-01T00:30:00.123456789Z","maybe_at":"2026-03-01T00:30:00.5Z","missing_at":null,"took":1500000000,"raw":"aGkA","doc":{"a":[1,2]},"nothing":null,"times":["2026-03-01T00:30:00.123456789Z","2026-03-01T00:30:00.5Z"],"by_name":{"x":"2026-03-01T00:30:00.123456789Z"},"nested":[{"y":"2026-03-01T00:30:00.5Z"}],"stamp":{"at":"2026-03-01T00:30:00.123456789Z","at_list":["2026-03-01T00:30:00.5Z"]},"level":"high"}`
+
 func checkChecksOutput(t *testing.T, out string) {
 	t.Helper()
 	want := []string{
 		// time: UTC RFC 3339 with nanoseconds trimmed; duration: integer ns; bytes: base64;
 		// optional nil: null; json: verbatim; maps and lists of times and nested types too.
-		`wire {"at":"2026-03-01T00:30:00.123456789Z","maybe_at":"2026-03-01T00:30:00.5Z","missing_at":null,"took":1500000000,"raw":"aGkA","doc":{"a":[1,2]},"nothing":null,"times":["2026-03-01T00:30:00.123456789Z","2026-03-01T00:30:00.5Z"],"by_name":{"x":"2026-03-01T00:30:00.123456789Z"},"nested":[{"y":"2026-03-01T00:30:00.5Z"}],"stamp":{"at":"2026-03-01T00:30:00.123456789Z","at_list":["2026-03-01T00:30:00.5Z"]},"level":"high"}`,
+		"wire " + wireGolden,
 		`caller-untouched KST KST KST`,
 		`decoded-with-unknown-field true true high`,
 		`key-at wire_check:30:2026-03-01T00:30:00.123456789Z`,

@@ -15,11 +15,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // FuzzLoad feeds arbitrary bytes to the generator. It must never panic; a rejected input
 // must come back as an ErrorList of positioned messages; an accepted one must emit code that
-// go/parser and go/types accept, in-process (no go build per input). The corpus under
+// go/parser and go/types accept, in-process (no go build per input), and an AsyncAPI
+// document that parses back. The corpus under
 // testdata/fuzz/FuzzLoad runs as regression cases in every go test, and TestGeneratedCodeBuilds
 // builds its accepted entries for real. CI runs `go test -fuzz=FuzzLoad ./gen`.
 func FuzzLoad(f *testing.F) {
@@ -62,6 +65,22 @@ func FuzzLoad(f *testing.F) {
 		}
 		if err := typeCheck(m, code); err != nil {
 			t.Fatalf("an accepted catalog emitted code that does not type-check: %v\ncatalog:\n%s\ncode:\n%s", err, src, code)
+		}
+		doc, err := emitAsyncAPI(m, "events.yaml", DefaultAddressPrefix)
+		if err != nil {
+			t.Fatalf("an accepted catalog failed to give an AsyncAPI document: %v\n%s", err, src)
+		}
+		var parsed map[string]any
+		if err := yaml.Unmarshal(doc, &parsed); err != nil || parsed["asyncapi"] != AsyncAPIVersion {
+			t.Fatalf("the AsyncAPI document of an accepted catalog does not parse back (%v):\ncatalog:\n%s\ndocument:\n%s", err, src, doc)
+		}
+		// Descriptions are free text: they must come back as they were.
+		messages, _ := parsed["components"].(map[string]any)["messages"].(map[string]any)
+		for _, e := range m.outboxEvents() {
+			msg, _ := messages[e.wire].(map[string]any)
+			if msg == nil || msg["name"] != e.wire || (e.doc != "" && msg["description"] != e.doc) {
+				t.Fatalf("the AsyncAPI message of %q lost its name or description %q: %#v\ndocument:\n%s", e.wire, e.doc, msg, doc)
+			}
 		}
 	})
 }

@@ -10,6 +10,10 @@
 // with the files on disk, and refuse a target that would break the user's code (a hand-written
 // file, a directory of another package). Errors are an ErrorList in the go build shape
 // (events.yaml:12:5: ...).
+//
+// The catalog is also a contract with what reads the events: AsyncAPI renders the same model
+// as an AsyncAPI 3.0 document for consumers of a relay, and Breaking compares two versions of
+// a catalog and reports the changes that break rows already stored or their consumers.
 package gen
 
 import (
@@ -56,7 +60,14 @@ func Check(catalogPath string, src []byte) (Summary, error) {
 }
 
 func parse(catalogPath string, src []byte) (*file, error) {
-	ps := &problems{path: catalogPath, lines: lineCount(src)}
+	return parseIn(catalogPath, filepath.Dir(catalogPath), src)
+}
+
+// parseIn is parse for a catalog named catalogPath in messages whose {go:} key types are
+// looked up from dir: breaking reads the catalog it compares against from git
+// (origin/main:events.yaml), which has a name but no directory of its own.
+func parseIn(catalogPath, dir string, src []byte) (*file, error) {
+	ps := &problems{path: catalogPath, dir: dir, lines: lineCount(src)}
 	c := load(src, ps)
 	if c != nil {
 		validate(c, ps)

@@ -37,6 +37,7 @@ type catalog struct {
 	types    []*typeDecl
 	events   []*eventDecl
 	present  map[string]bool // top-level keys written, even with a value that was rejected
+	eventsAt pos             // the events: key, where breaking reports a removed event
 }
 
 type policyDecl struct {
@@ -85,7 +86,8 @@ type fieldDecl struct {
 // problems collects errors in the go build shape.
 type problems struct {
 	path  string
-	lines int // in the catalog, counted as yaml.v3 counts them
+	dir   string // the catalog's directory, where {go:} key types are looked up
+	lines int    // in the catalog, counted as yaml.v3 counts them
 	list  ErrorList
 }
 
@@ -164,6 +166,7 @@ func load(src []byte, ps *problems) *catalog {
 				l.entries(v, func(k, v *yaml.Node) { c.types = append(c.types, l.typeDecl(k, v)) })
 			}
 		case "events":
+			c.eventsAt = nodePos(k)
 			if l.mapping(v, "events") {
 				// Entries rejected one by one (bad keys) were reported; "no events" would be noise.
 				c.present["events:entries"] = len(v.Content) > 0

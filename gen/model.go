@@ -34,6 +34,8 @@ type goType struct {
 // inline enum of a field.
 type namedType struct {
 	wire   string // catalog name, or "event.field" for an inline enum
+	at     pos    // its name under types:, or the type: of the field an inline enum is declared by
+	inline bool   // an inline enum, declared by a field
 	goName string
 	doc    string
 	enum   bool
@@ -46,12 +48,16 @@ type namedType struct {
 	enums   []*namedType // inline enums of a struct's fields, declared before it
 }
 
-type enumValue struct{ wire, goName string }
+type enumValue struct {
+	wire, goName string
+	at           pos
+}
 
 type field struct {
 	wire, goName, doc string
 	t                 *goType
 	optional          bool
+	at, typeAt        pos // its name; its type: (or go:) value
 }
 
 // policy holds what the catalog set for an event; zero fields mean the runtime's default.
@@ -62,6 +68,8 @@ type policy struct {
 
 type event struct {
 	wire, goName, doc string
+	at                pos  // its name under events:
+	keyAt, deliveryAt *pos // its idempotency_key: and delivery: values, when set
 	fields            []*field
 	key               []*field
 	direct            bool
@@ -76,6 +84,8 @@ type file struct {
 	source string // the catalog, relative to the output's directory, for the header
 	types  []*namedType
 	events []*event
+	// eventsAt is the events: key, where a comparison reports an event that is gone.
+	eventsAt pos
 }
 
 func (f *file) outboxEvents() []*event {
@@ -97,11 +107,11 @@ func buildModel(c *catalog, catalogPath string) *file {
 		out = path.Clean(strings.ReplaceAll(c.output.v, `\`, "/"))
 	}
 	dir := path.Dir(strings.ReplaceAll(catalogPath, `\`, "/"))
-	f := &file{pkg: c.pkg.v, path: path.Join(dir, out), source: relCatalog(out, path.Base(catalogPath))}
+	f := &file{pkg: c.pkg.v, path: path.Join(dir, out), source: relCatalog(out, path.Base(catalogPath)), eventsAt: c.eventsAt}
 
 	named := map[string]*namedType{}
 	for _, t := range c.types {
-		nt := &namedType{wire: t.name.v, goName: goName(t.name.v), doc: t.description, enum: t.isEnum}
+		nt := &namedType{wire: t.name.v, at: t.name.p, goName: goName(t.name.v), doc: t.description, enum: t.isEnum}
 		named[t.name.v] = nt
 		f.types = append(f.types, nt)
 	}
@@ -114,8 +124,11 @@ func buildModel(c *catalog, catalogPath string) *file {
 		nt.fields = buildFields(t.fields, nt.goName, t.name.v, named, &nt.enums)
 	}
 	for _, e := range c.events {
-		ev := &event{wire: e.name.v, goName: goName(e.name.v), doc: e.description}
+		ev := &event{wire: e.name.v, at: e.name.p, keyAt: e.keyPos, goName: goName(e.name.v), doc: e.description}
 		ev.direct = e.delivery != nil && e.delivery.v == "direct"
+		if e.delivery != nil {
+			ev.deliveryAt = &e.delivery.p
+		}
 		ev.fields = buildFields(e.fields, ev.goName, e.name.v, named, &ev.enums)
 		for _, k := range e.key {
 			for _, fl := range ev.fields {
@@ -166,7 +179,7 @@ func relCatalog(out, base string) string {
 func enumValues(vals []str) []enumValue {
 	out := make([]enumValue, len(vals))
 	for i, v := range vals {
-		out[i] = enumValue{wire: v.v, goName: goName(v.v)}
+		out[i] = enumValue{wire: v.v, goName: goName(v.v), at: v.p}
 	}
 	return out
 }
@@ -174,16 +187,19 @@ func enumValues(vals []str) []enumValue {
 func buildFields(fs []*fieldDecl, owner, ownerWire string, named map[string]*namedType, enums *[]*namedType) []*field {
 	out := make([]*field, 0, len(fs))
 	for _, fd := range fs {
-		fl := &field{wire: fd.name.v, goName: goName(fd.name.v), doc: fd.description, optional: fd.optional}
+		fl := &field{wire: fd.name.v, goName: goName(fd.name.v), doc: fd.description, optional: fd.optional, at: fd.name.p}
 		switch {
 		case fd.goType != nil:
+			fl.typeAt = fd.goType.p
 			p, name, _ := splitGoType(fd.goType.v)
 			fl.t = &goType{kind: kGo, path: p, name: name}
 		case parseTypeExpr(fd.typ.v).base == "enum":
-			nt := &namedType{wire: ownerWire + "." + fd.name.v, goName: owner + fl.goName, doc: fd.description, enum: true, values: enumValues(fd.values)}
+			fl.typeAt = fd.typ.p
+			nt := &namedType{wire: ownerWire + "." + fd.name.v, at: fd.typ.p, inline: true, goName: owner + fl.goName, doc: fd.description, enum: true, values: enumValues(fd.values)}
 			*enums = append(*enums, nt)
 			fl.t = &goType{kind: kNamed, named: nt}
 		default:
+			fl.typeAt = fd.typ.p
 			fl.t = typeOf(parseTypeExpr(fd.typ.v), named)
 		}
 		out = append(out, fl)

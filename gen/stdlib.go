@@ -92,7 +92,7 @@ func hasGoFiles(dir string) bool {
 // errors here; go build still has the last word.
 func (v *validator) inKnownModule(importPath string) bool {
 	if v.modules == nil {
-		mods := knownModules(filepath.Dir(v.ps.path))
+		mods := knownModules(v.ps.dir)
 		v.modules = &mods
 	}
 	for _, mod := range *v.modules {

@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"math"
 	"path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -511,7 +510,7 @@ func (v *validator) typeForKey(f *fieldDecl) string {
 // build after the file is written.
 func (v *validator) goKeyProblem(goType string) string {
 	if v.goTypes == nil {
-		v.goTypes = &goTypeChecker{catalogDir: filepath.Dir(v.ps.path)}
+		v.goTypes = &goTypeChecker{catalogDir: v.ps.dir}
 	}
 	p, name, _ := splitGoType(goType)
 	k := v.goTypes.underlyingKind(p, name)

@@ -33,6 +33,10 @@ Generator:
   generate [-f events.yaml]   write the Go file the catalog's output: names
   check    [-f events.yaml]   validate the catalog; write nothing
   diff     [-f events.yaml]   print a unified diff and exit 1 when the file on disk is stale
+  asyncapi [-f events.yaml] [-o file]
+                              print the AsyncAPI 3.0 document of the outbox events (for a relay's consumers)
+  breaking [-f events.yaml] --against PATH|REV:PATH
+                              list the changes that break stored rows or their consumers; exit 1 if any
   schema [--upgrade --dsn]    print the DDL, or what one database still needs (goose, atlas, ...)
   version                     print the version
 
@@ -66,6 +70,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return genExitOK
 	case "generate", "check", "diff":
 		return runCatalog(cmd, rest, stdout, stderr)
+	case "asyncapi":
+		return runAsyncAPI(rest, stdout, stderr)
+	case "breaking":
+		return runBreaking(rest, stdout, stderr)
 	case "schema":
 		return runSchema(rest, stdout, stderr)
 	case "version":
@@ -92,7 +100,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the names Main dispatches, for the hint after an unknown one.
-var commands = []string{"generate", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "console", "help"}
+var commands = []string{"generate", "check", "diff", "asyncapi", "breaking", "schema", "version", "status", "show", "retry", "purge", "migrate", "console", "help"}
 
 var catalogHelp = map[string]string{
 	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",
@@ -111,23 +119,8 @@ func runCatalog(cmd string, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	src, err := os.ReadFile(*path)
-	if err != nil {
-		// The path as given may be relative to a directory the user did not expect
-		// (go generate runs in the package's): say where it looked.
-		abs, absErr := filepath.Abs(*path)
-		if absErr != nil {
-			abs = *path
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stderr, "outboxgen %s: no catalog at %s (-f names it, relative to the current directory)\n", cmd, abs)
-			return genExitUsage
-		}
-		reason := err
-		if u := errors.Unwrap(err); u != nil {
-			reason = u // "open PATH: is a directory" without the relative PATH
-		}
-		fmt.Fprintf(stderr, "outboxgen %s: read catalog %s: %v\n", cmd, abs, reason)
+	src, ok := readCatalog(cmd, *path, "-f", stderr)
+	if !ok {
 		return genExitUsage
 	}
 	if cmd == "check" {
@@ -159,6 +152,31 @@ func runCatalog(cmd string, args []string, stdout, stderr io.Writer) int {
 		return genExitInvalid
 	}
 	return genExitOK
+}
+
+// readCatalog reads the catalog at path, named by the flag flagName, or says on stderr why it
+// cannot (a usage error: the command was not pointed at a catalog).
+func readCatalog(cmd, path, flagName string, stderr io.Writer) ([]byte, bool) {
+	src, err := os.ReadFile(path)
+	if err == nil {
+		return src, true
+	}
+	// The path as given may be relative to a directory the user did not expect
+	// (go generate runs in the package's): say where it looked.
+	abs, absErr := filepath.Abs(path)
+	if absErr != nil {
+		abs = path
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stderr, "outboxgen %s: no catalog at %s (%s names it, relative to the current directory)\n", cmd, abs, flagName)
+		return nil, false
+	}
+	reason := err
+	if u := errors.Unwrap(err); u != nil {
+		reason = u // "open PATH: is a directory" without the relative PATH
+	}
+	fmt.Fprintf(stderr, "outboxgen %s: read catalog %s: %v\n", cmd, abs, reason)
+	return nil, false
 }
 
 // reportCatalog prints a catalog's problems one per line, in the go build shape.

@@ -51,7 +51,7 @@ func TestHelpAndUsage(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Errorf("outboxgen %v: exit %d, stderr %q; want 0 and no stderr", args, code, errOut)
 		}
-		for _, cmd := range []string{"generate [-f events.yaml]", "check", "diff", "schema", "version", "status", "show", "retry", "purge", "migrate", "go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen", "//go:generate go tool outboxgen generate -f events.yaml"} {
+		for _, cmd := range []string{"generate [-f events.yaml]", "check", "diff", "asyncapi", "breaking", "schema", "version", "status", "show", "retry", "purge", "migrate", "go get -tool github.com/outboxgen/outboxgen/cmd/outboxgen", "//go:generate go tool outboxgen generate -f events.yaml"} {
 			if !strings.Contains(out, cmd) {
 				t.Errorf("outboxgen %v: help lacks %q:\n%s", args, cmd, out)
 			}

@@ -1,0 +1,264 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// This file compares two versions of a catalog, the way outboxgen breaking does in CI: every
+// change that breaks rows already stored (the new catalog's decoder refuses what the old one's
+// Enqueue wrote) or their consumers (something they read is taken away or changes meaning) is
+// reported at its place in the new catalog. Both versions go through the whole pipeline up to
+// the model, so types are compared as the wire sees them, not as they are spelled.
+//
+// Breaking:
+//   - an outbox event removed (a renamed wire name is a removal and an addition): its pending
+//     rows are never claimed again, its consumers stop receiving it;
+//   - delivery changed (outbox to direct, or direct to outbox);
+//   - a field removed, in an event or in a type that a payload holds;
+//   - a new field that is not optional: rows stored without it fail to decode;
+//   - a field made required (optional: true removed);
+//   - a field's type changed, unless every old value decodes as the new type (below);
+//   - an enum value removed;
+//   - idempotency_key changed or removed (adding one where there was none is safe: the old
+//     messages' msg:<id> keys matched nothing anyway).
+//
+// Safe: a new event; a new optional field; a new enum value; descriptions; max_attempts,
+// backoff and timeout; field order; a direct event's payload (never stored, never relayed:
+// the compiler checks its callers); a field made optional; and these type changes, which
+// every stored value survives:
+//
+//	int32            -> int, int64, float64
+//	uint32           -> int, int64, uint64, float64
+//	int <-> int64    (int is 64 bits wide wherever the runtime runs)
+//	an enum          -> string, or an enum with at least its values
+//	anything         -> json
+//	a struct type    -> a struct type whose fields compare safely (the type's name is not on the wire)
+//	[]T, map[string]T -> []U, map[string]U when T -> U is safe
+//
+// A widening is safe for stored rows, not for readers still on the old catalog: workers of the
+// previous deploy, and consumers built from the old AsyncAPI document, refuse a value the old
+// type cannot hold (a new enum value, an int64 over the int32 range, a null in a field that was
+// required). Deploy the readers first, then start writing such values.
+
+// BreakingReport is what Breaking found.
+type BreakingReport struct {
+	// Changes are the breaking changes, each at a position in the new catalog, in file order.
+	Changes ErrorList
+	// Compared counts the outbox events both versions declare; Added the new catalog's others.
+	Compared, Added int
+}
+
+// AgainstError is an invalid catalog given as the version to compare against: its problems,
+// named as that version was (origin/main:events.yaml:3:5: ...).
+type AgainstError struct{ List ErrorList }
+
+func (e *AgainstError) Error() string { return e.List.Error() }
+
+// Breaking compares the catalog src, named catalogPath as in Generate, with an earlier
+// version old, named oldName in messages (a path, or a git revision and path). An invalid src
+// gives its ErrorList, as Check does; an invalid old gives an *AgainstError. {go:} key types
+// of both versions are looked up from catalogPath's directory.
+func Breaking(catalogPath string, src []byte, oldName string, old []byte) (*BreakingReport, error) {
+	nm, err := parse(catalogPath, src)
+	if err != nil {
+		return nil, err
+	}
+	om, err := parseIn(oldName, filepath.Dir(catalogPath), old)
+	if err != nil {
+		var list ErrorList
+		if errors.As(err, &list) {
+			return nil, &AgainstError{list}
+		}
+		return nil, err
+	}
+	b := &breaker{ps: &problems{path: catalogPath, lines: lineCount(src)}, oldName: oldName, seen: map[[2]*namedType]bool{}}
+	rep := b.compare(om, nm)
+	b.ps.list.sort()
+	rep.Changes = b.ps.list
+	return rep, nil
+}
+
+type breaker struct {
+	ps      *problems
+	oldName string
+	seen    map[[2]*namedType]bool // named types compared already: (old, new)
+}
+
+func (b *breaker) oldLine(p pos) string { return fmt.Sprintf("line %d of %s", p.line, b.oldName) }
+
+func (b *breaker) compare(om, nm *file) *BreakingReport {
+	rep := &BreakingReport{}
+	newEvents := map[string]*event{}
+	for _, e := range nm.events {
+		newEvents[e.wire] = e
+	}
+	oldEvents := map[string]*event{}
+	for _, oe := range om.events {
+		oldEvents[oe.wire] = oe
+		ne := newEvents[oe.wire]
+		switch {
+		case ne == nil && oe.direct:
+			// Never stored, never relayed: its callers fail to compile.
+		case ne == nil:
+			b.ps.add(nm.eventsAt, "event %q removed (%s): its pending rows are never claimed again (they stay PENDING), and its consumers stop receiving it; drain it first (outboxgen status shows none pending), or keep it", oe.wire, b.oldLine(oe.at))
+		case oe.direct != ne.direct:
+			at := ne.at
+			if ne.deliveryAt != nil {
+				at = *ne.deliveryAt
+			}
+			if ne.direct {
+				b.ps.add(at, "event %q: delivery changed from outbox to direct: its pending rows are never claimed again, and relays and their consumers stop receiving it", ne.wire)
+			} else {
+				b.ps.add(at, "event %q: delivery changed from direct to outbox: it is now stored and relayed, callers of Send%s must enqueue it in a transaction, and a worker must handle it", ne.wire, ne.goName)
+			}
+		case oe.direct:
+			// A direct payload is never stored nor relayed: the compiler checks its callers.
+		default:
+			rep.Compared++
+			b.key(oe, ne)
+			b.fields(fmt.Sprintf("event %q", ne.wire), ne.at, oe.fields, ne.fields)
+		}
+	}
+	for _, ne := range nm.events {
+		if oldEvents[ne.wire] == nil && !ne.direct {
+			rep.Added++
+		}
+	}
+	return rep
+}
+
+func keyNames(e *event) []string {
+	var out []string
+	for _, k := range e.key {
+		out = append(out, k.wire)
+	}
+	return out
+}
+
+func (b *breaker) key(oe, ne *event) {
+	ok, nk := keyNames(oe), keyNames(ne)
+	if len(ok) == 0 || slices.Equal(ok, nk) {
+		return
+	}
+	at := ne.at
+	if ne.keyAt != nil {
+		at = *ne.keyAt
+	}
+	if len(nk) == 0 {
+		b.ps.add(at, "event %q: idempotency_key [%s] removed (%s): new messages get msg:<id> keys, so deduplication by key (outbox.Once, JetStream's Nats-Msg-Id) no longer recognises a logical event sent twice", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.keyAt))
+		return
+	}
+	b.ps.add(at, "event %q: idempotency_key changed from [%s] to [%s] (%s): new messages of a logical event get another key than its pending ones, so outbox.Once and JetStream's duplicate window no longer match them", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.keyAt))
+}
+
+// fields compares the fields of an event or a struct type; what names it, owner is where a
+// removed field is reported (the event's or the type's name).
+func (b *breaker) fields(what string, owner pos, ofs, nfs []*field) {
+	newFields := map[string]*field{}
+	for _, f := range nfs {
+		newFields[f.wire] = f
+	}
+	oldFields := map[string]*field{}
+	for _, of := range ofs {
+		oldFields[of.wire] = of
+		nf := newFields[of.wire]
+		if nf == nil {
+			why := "consumers that read it get nothing from new rows"
+			if !of.optional {
+				why = "workers still on the old catalog refuse new rows without it, and consumers lose it"
+			}
+			b.ps.add(owner, "%s: field %q removed (%s): %s", what, of.wire, b.oldLine(of.at), why)
+			continue
+		}
+		fwhat := fmt.Sprintf("%s: field %q", what, nf.wire)
+		if of.optional && !nf.optional {
+			b.ps.add(nf.at, "%s is no longer optional: stored rows where it is null, or that were written before it existed, fail to decode", fwhat)
+		}
+		if !b.compatible(fwhat, of.t, nf.t) {
+			b.ps.add(nf.typeAt, "%s: type changed from %s to %s (%s): stored values may not decode as %s", fwhat, typeText(of.t), typeText(nf.t), b.oldLine(of.typeAt), typeText(nf.t))
+		}
+	}
+	for _, nf := range nfs {
+		if oldFields[nf.wire] == nil && !nf.optional {
+			b.ps.add(nf.at, "%s: new field %q is required: rows stored without it fail to decode (missing); declare it optional: true", what, nf.wire)
+		}
+	}
+}
+
+// widens lists the safe changes between builtin types: every value of the key decodes
+// exactly as each type of its value.
+var widens = map[string][]string{
+	"int32":  {"int", "int64", "float64"},
+	"uint32": {"int", "int64", "uint64", "float64"},
+	"int":    {"int64"},
+	"int64":  {"int"},
+}
+
+// compatible reports whether every stored value of ot decodes as nt. Changes inside named
+// types (a removed enum value, a struct's field) are reported by named, at those types.
+func (b *breaker) compatible(what string, ot, nt *goType) bool {
+	if nt.kind == kBuiltin && nt.builtin == "json" {
+		return true
+	}
+	switch {
+	case ot.kind == kNamed && nt.kind == kNamed:
+		if ot.named.enum != nt.named.enum {
+			return false
+		}
+		b.named(what, ot.named, nt.named)
+		return true
+	case ot.kind == kNamed && ot.named.enum:
+		return nt.kind == kBuiltin && nt.builtin == "string"
+	case ot.kind != nt.kind:
+		return false
+	case ot.kind == kSlice, ot.kind == kMap:
+		return b.compatible(what, ot.elem, nt.elem)
+	case ot.kind == kGo:
+		return ot.path == nt.path && ot.name == nt.name
+	}
+	return ot.builtin == nt.builtin || slices.Contains(widens[ot.builtin], nt.builtin)
+}
+
+// named compares two structs or two enums, once per pair. A type from types: reports at its
+// own name; an inline enum at the field that declares it (what).
+func (b *breaker) named(what string, ot, nt *namedType) {
+	pair := [2]*namedType{ot, nt}
+	if b.seen[pair] {
+		return
+	}
+	b.seen[pair] = true
+	if !nt.inline {
+		what = fmt.Sprintf("type %q", nt.wire)
+	}
+	if !nt.enum {
+		b.fields(what, nt.at, ot.fields, nt.fields)
+		return
+	}
+	for _, ov := range ot.values {
+		if !slices.ContainsFunc(nt.values, func(v enumValue) bool { return v.wire == ov.wire }) {
+			b.ps.add(nt.at, "%s: enum value %q removed (%s): stored rows that hold it fail to decode", what, ov.wire, b.oldLine(ov.at))
+		}
+	}
+}
+
+// typeText writes a type as the catalog does: int64, []line, map[string]time, enum, {go: ...}.
+func typeText(t *goType) string {
+	switch t.kind {
+	case kNamed:
+		if t.named.inline {
+			return "enum"
+		}
+		return t.named.wire
+	case kSlice:
+		return "[]" + typeText(t.elem)
+	case kMap:
+		return "map[string]" + typeText(t.elem)
+	case kGo:
+		return fmt.Sprintf("{go: %s.%s}", t.path, t.name)
+	}
+	return t.builtin
+}
