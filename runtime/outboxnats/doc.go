@@ -72,9 +72,9 @@
 //
 // # Order
 //
-// The Publisher publishes one delivery at a time per handler call and waits for its ack, so
-// the stream's order is the order in which the worker ran the handlers. A worker with
-// Concurrency 1 relays messages in the order it claims them (enqueue order, when nothing is
-// retried); with more concurrency or more workers, messages race. Ordering per key in the
-// outbox itself comes with ordering keys (DESIGN.md "Ordering per key").
+// The Publisher publishes one delivery per handler call and waits for its ack, so the stream
+// holds messages in the order in which the worker ran their handlers. A worker does not run
+// handlers in claim order, even with Concurrency 1 (each claimed row waits for a dispatch slot
+// in its own goroutine); ordering per key in the outbox itself comes with ordering keys
+// (DESIGN.md "Ordering per key").
 package outboxnats

@@ -1,0 +1,292 @@
+package outboxkafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
+)
+
+// These tests need no database: they hand the Publisher deliveries as the worker would and
+// read what the kfake cluster stored.
+
+func delivery(id outbox.MessageID, eventType, key string, attempt int, headers map[string]string) outbox.Delivery {
+	return outbox.Delivery{
+		MessageID: id, EventType: eventType, IdempotencyKey: key, Attempt: attempt, MaxAttempts: 10,
+		EnqueuedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011000, time.UTC), Headers: headers,
+	}
+}
+
+func TestRecordMapping(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 4, "outbox.welcome_email", "shop.billing.invoice_paid")
+	cl := producer(t, c)
+	ctx := context.Background()
+
+	payload := json.RawMessage(`{"user_id": 42, "amount":"1234.50", "note":"café"}`)
+	p := outboxkafka.New(cl)
+	rec, err := p.Publish(ctx, payload, delivery(7, "welcome_email", "welcome_email:2:42", 3, map[string]string{
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"tracestate":  "vendor=opaque",
+		"Tenant.ID":   "acme",
+		"empty":       "",
+	}))
+	if err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if rec.Offset != 0 {
+		t.Errorf("produced at offset %d, want 0 (the first record of its partition)", rec.Offset)
+	}
+	// A prefix of one's own, a key from a header, no metadata.
+	shop := outboxkafka.New(cl, outboxkafka.WithTopicPrefix("shop."), outboxkafka.WithMetadataPrefix(""),
+		outboxkafka.WithKey(outboxkafka.KeyFromHeader("invoice")))
+	if err := shop.Handle(ctx, json.RawMessage(`[]`), delivery(8, "billing.invoice_paid", "msg:8", 1, map[string]string{"invoice": "inv-9"})); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	if err := shop.Handle(ctx, json.RawMessage(`{}`), delivery(9, "billing.invoice_paid", "msg:9", 1, nil)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+
+	recs := consumeAll(t, c, 3, "outbox.welcome_email", "shop.billing.invoice_paid")
+	if len(recs) != 3 {
+		t.Fatalf("consumed %d records, want 3", len(recs))
+	}
+	byTopic := map[string][]*kgo.Record{}
+	for _, r := range recs {
+		byTopic[r.Topic] = append(byTopic[r.Topic], r)
+	}
+	r := byTopic["outbox.welcome_email"][0]
+	if string(r.Key) != "welcome_email:2:42" || string(r.Value) != string(payload) {
+		t.Errorf("key %q value %q, want the idempotency key and the payload byte for byte", r.Key, r.Value)
+	}
+	var got []string
+	for _, h := range r.Headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	want := []string{
+		"Tenant.ID=acme", "empty=", "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate=vendor=opaque",
+		"outbox-message-id=7", "outbox-event-type=welcome_email", "outbox-idempotency-key=welcome_email:2:42",
+		"outbox-attempt=3", "outbox-enqueued-at=2025-03-04T05:06:07.891011Z",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("headers\n got %q\nwant %q", got, want)
+	}
+
+	shopRecs := byTopic["shop.billing.invoice_paid"]
+	if len(shopRecs) != 2 {
+		t.Fatalf("shop.billing.invoice_paid holds %d records, want 2", len(shopRecs))
+	}
+	keys := map[string]bool{}
+	for _, r := range shopRecs {
+		keys[string(r.Key)] = true
+		for _, h := range r.Headers {
+			if strings.HasPrefix(h.Key, "outbox-") {
+				t.Errorf("metadata header %s with WithMetadataPrefix(\"\")", h.Key)
+			}
+		}
+	}
+	if !keys["inv-9"] || !keys["msg:9"] {
+		t.Errorf("keys %v, want inv-9 (from the header) and msg:9 (no header: the idempotency key)", keys)
+	}
+}
+
+// Records of one key go to one partition, in the order they were produced; the keys spread
+// over the partitions.
+func TestOrderPerKey(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 8, "outbox.ledger_entry")
+	p := outboxkafka.New(producer(t, c), outboxkafka.WithKey(outboxkafka.KeyFromHeader("account")))
+	accounts := []string{"A", "B", "C", "D", "E", "F"}
+	const perKey = 20
+	id := outbox.MessageID(0)
+	for seq := range perKey {
+		for _, a := range accounts {
+			id++
+			payload := json.RawMessage(fmt.Sprintf(`{"account": %q, "seq": %d}`, a, seq))
+			if err := p.Handle(context.Background(), payload, delivery(id, "ledger_entry", fmt.Sprintf("msg:%d", id), 1, map[string]string{"account": a})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recs := consumeAll(t, c, perKey*len(accounts), "outbox.ledger_entry")
+	partition := map[string]int32{}
+	last := map[string]struct {
+		seq    int
+		offset int64
+	}{}
+	partitions := map[int32]bool{}
+	for _, r := range recs {
+		var v struct {
+			Account string
+			Seq     int
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Key) != v.Account {
+			t.Errorf("record key %q for account %q", r.Key, v.Account)
+		}
+		if p, ok := partition[v.Account]; ok && p != r.Partition {
+			t.Errorf("account %s in partitions %d and %d, want one", v.Account, p, r.Partition)
+		}
+		partition[v.Account] = r.Partition
+		partitions[r.Partition] = true
+		if l, ok := last[v.Account]; ok && (v.Seq != l.seq+1 || r.Offset <= l.offset) {
+			t.Errorf("account %s: seq %d at offset %d after seq %d at offset %d, want the next seq at a later offset", v.Account, v.Seq, r.Offset, l.seq, l.offset)
+		}
+		last[v.Account] = struct {
+			seq    int
+			offset int64
+		}{v.Seq, r.Offset}
+	}
+	if len(recs) != perKey*len(accounts) {
+		t.Errorf("consumed %d records, want %d", len(recs), perKey*len(accounts))
+	}
+	if len(partitions) < 2 {
+		t.Errorf("%d accounts all in partition(s) %v: the key did not choose the partition", len(accounts), partitions)
+	}
+}
+
+// A broker error that kgo does not retry reaches the worker as a plain error (a retry by the
+// outbox's backoff), and the next attempt produces the record once.
+func TestBrokerErrorIsRetry(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.order_paid")
+	p := outboxkafka.New(producer(t, c))
+	failed := failProduce(c, 1, kerr.TopicAuthorizationFailed)
+	d := delivery(1, "order_paid", "order_paid:1", 1, nil)
+
+	err := p.Handle(context.Background(), json.RawMessage(`{}`), d)
+	if err == nil || outbox.IsPermanent(err) || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("Handle = %v, want a retryable TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if failed.Load() != 1 {
+		t.Fatalf("%d produce requests refused, want 1", failed.Load())
+	}
+	d.Attempt = 2
+	if err := p.Handle(context.Background(), json.RawMessage(`{}`), d); err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	if recs := consumeAll(t, c, 1, "outbox.order_paid"); len(recs) != 1 || header(recs[0], "outbox-attempt") != "2" {
+		t.Errorf("topic holds %d records, want 1, produced by attempt 2", len(recs))
+	}
+}
+
+// A retriable broker error (a leader moving) is retried inside ProduceSync by the client: the
+// handler succeeds at its first attempt, with the record stored once (the idempotent producer).
+func TestRetriableBrokerErrorRetriedByClient(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.order_paid")
+	p := outboxkafka.New(producer(t, c))
+	failed := failProduce(c, 3, kerr.NotLeaderForPartition)
+	if err := p.Handle(context.Background(), json.RawMessage(`{}`), delivery(1, "order_paid", "order_paid:1", 1, nil)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	if failed.Load() != 3 {
+		t.Errorf("%d produce requests refused, want 3 (then the client's retry went through)", failed.Load())
+	}
+	if recs := consumeAll(t, c, 1, "outbox.order_paid"); len(recs) != 1 {
+		t.Errorf("topic holds %d records, want 1", len(recs))
+	}
+}
+
+// Brokers that keep refusing: kgo retries until the handler's context ends, and the worker
+// gets a plain error (a retry), not a hang.
+func TestProduceTimeoutIsRetry(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.order_paid")
+	p := outboxkafka.New(producer(t, c))
+	failProduce(c, 1<<40, kerr.NotLeaderForPartition)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := p.Handle(ctx, json.RawMessage(`{}`), delivery(1, "order_paid", "order_paid:1", 1, nil))
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Handle took %s, want about the 500ms deadline", took)
+	}
+	if err == nil || outbox.IsPermanent(err) {
+		t.Errorf("Handle = %v, want a retryable error", err)
+	}
+}
+
+func TestPermanentErrors(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.a")
+	ctx := context.Background()
+
+	small := outboxkafka.New(producer(t, c, kgo.ProducerBatchMaxBytes(1024)))
+	err := small.Handle(ctx, json.RawMessage(`"`+strings.Repeat("x", 2000)+`"`), delivery(1, "a", "k1", 1, nil))
+	if !outbox.IsPermanent(err) || !errors.Is(err, kerr.MessageTooLarge) {
+		t.Errorf("a record over the batch limit: %v, want Permanent MESSAGE_TOO_LARGE", err)
+	}
+
+	p := outboxkafka.New(producer(t, c))
+	failProduce(c, 1, kerr.InvalidRecord)
+	err = p.Handle(ctx, json.RawMessage(`{}`), delivery(2, "a", "k2", 1, nil))
+	if !outbox.IsPermanent(err) || !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("a broker's INVALID_RECORD: %v, want Permanent", err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.x")
+	cl := producer(t, c)
+
+	catalog := outbox.NewRouter()
+	paid := outbox.Policy{MaxAttempts: 25, Backoff: outbox.Backoff{Initial: 2 * time.Second, Max: time.Minute}, Timeout: 10 * time.Second}
+	catalog.Handle("order_paid", paid, nop)
+	catalog.Handle("welcome_email", outbox.Policy{}, nop)
+	relay := outbox.NewRouter()
+	relay.Handle("local_only", outbox.Policy{}, nop)
+	if err := outboxkafka.Register(relay, cl, catalog); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got, want := strings.Join(relay.EventTypes(), ","), "local_only,order_paid,welcome_email"; got != want {
+		t.Errorf("relay routes %s, want %s", got, want)
+	}
+	if got, _ := relay.Policy("order_paid"); got != paid.WithDefaults() {
+		t.Errorf("order_paid policy %+v, want the catalog's %+v", got, paid)
+	}
+
+	long := strings.Repeat("x", 243) // "outbox." + 243 = 250 characters
+	for _, c := range []struct {
+		name   string
+		events outboxkafka.Events
+		opts   []outboxkafka.Option
+		want   string
+	}{
+		{"no events", outboxkafka.Types(fast), nil, "no event types"},
+		{"already routed", outboxkafka.Types(fast, "x", "local_only"), nil, `event "local_only" already has a handler`},
+		{"listed twice", outboxkafka.Types(fast, "x", "x"), nil, `event "x" already has a handler`},
+		{"empty type", outboxkafka.Types(fast, ""), nil, "empty event type"},
+		{"space in the type", outboxkafka.Types(fast, "order paid"), nil, `topic "outbox.order paid": byte 12 (' ')`},
+		{"colon in the type", outboxkafka.Types(fast, "billing:paid"), nil, `byte 14 (':')`},
+		{"too long", outboxkafka.Types(fast, long), nil, "250 characters, at most 249"},
+		{"dot", outboxkafka.Types(fast, "x"), []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "." })}, `"." and ".." are not topic names`},
+		{"mapping to nothing", outboxkafka.Types(fast, "x"), []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "" })}, "empty topic"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := outbox.NewRouter()
+			r.Handle("local_only", outbox.Policy{}, nop)
+			err := outboxkafka.Register(r, cl, c.events, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Register = %v, want an error containing %q", err, c.want)
+			}
+			if got := r.EventTypes(); len(got) != 1 {
+				t.Errorf("a refused Register left routes %v, want only local_only", got)
+			}
+		})
+	}
+}
+
+func nop(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
