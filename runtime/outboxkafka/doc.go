@@ -24,21 +24,21 @@
 //     outbox.welcome_email. WithTopicPrefix changes the prefix, WithTopic replaces the mapping.
 //     Register checks every topic up front and refuses a name Kafka would refuse (1 to 249
 //     characters of ASCII letters, digits, '.', '_' and '-', not "." or "..").
-//   - Key: the message's ordering key when it has one, else Delivery.IdempotencyKey (the key of
-//     the message, or "msg:<id>" when it was enqueued without one). The outbox does not order
-//     messages yet, so today the key is the idempotency key unless WithKey supplies one:
-//     WithKey(KeyFromHeader("order-id")) takes it from a message header (set with
-//     outbox.Header at enqueue), and any function of the payload and the Delivery will do. Kafka
-//     keeps the records of one key in one partition (the client's partitioner hashes the key),
-//     so they are read in the order they were produced.
+//   - Key: Delivery.OrderingKey when the message has one (Message.OrderingKey; generated code
+//     sets it from the catalog's ordering_key, prefixed by its ordering group), else
+//     Delivery.IdempotencyKey (the key of the message, or "msg:<id>" when it was enqueued
+//     without one). WithKey chooses another: WithKey(KeyFromHeader("order-id")) takes it from a
+//     message header (set with outbox.Header at enqueue), and any function of the payload and
+//     the Delivery will do. Kafka keeps the records of one key in one partition (the client's
+//     partitioner hashes the key), so they are read in the order they were produced.
 //   - Value: the payload, byte for byte as enqueued (JSON).
 //   - Headers: every header of the message (outbox.Header, the trace context that
 //     runtime/outboxotel writes: traceparent, tracestate, baggage) under its own name, sorted,
 //     then the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
 //     reserves, so no header of the message can collide with them): outbox-message-id (the row
-//     id), outbox-event-type, outbox-idempotency-key, outbox-attempt (1 on the first delivery)
-//     and outbox-enqueued-at (RFC 3339 with nanoseconds, UTC). WithMetadataPrefix("") leaves
-//     the metadata out.
+//     id), outbox-event-type, outbox-idempotency-key, outbox-attempt (1 on the first delivery),
+//     outbox-enqueued-at (RFC 3339 with nanoseconds, UTC) and outbox-ordering-key (only when the
+//     message has one). WithMetadataPrefix("") leaves the metadata out.
 //   - Timestamp: the client's (the produce time), not the enqueue time, which is in
 //     outbox-enqueued-at.
 //
@@ -69,11 +69,14 @@
 //
 // # Order
 //
-// The Publisher produces one record per handler call and waits for its ack, so records of one
-// key are stored in the order in which the worker ran their handlers. A worker does not run
-// handlers in claim order, even with Concurrency 1 (each claimed row waits for a dispatch slot
-// in its own goroutine); ordering per key in the outbox itself comes with ordering keys
-// (DESIGN.md "Ordering per key").
+// Messages with one ordering key are handed to the relay one at a time, in the order their
+// enqueuing transactions committed, and the next only once the previous is SENT; the Publisher
+// returns only after the brokers acknowledged the record, and the record key is the ordering
+// key, so a key's records are stored in one partition in commit order. A redelivery (a worker
+// that died after producing, a produce that timed out after it was written) stores a second
+// copy of a record before the key's next one, never after it: consumers that skip a key's
+// repeats see the commit order. Messages without an ordering key have no order, in the outbox or
+// in Kafka.
 //
 // kgo lingers up to 10ms for more records of a partition before it sends a batch; a relay with
 // little traffic may prefer kgo.ProducerLinger(0).

@@ -106,7 +106,7 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	headers := make([]kgo.RecordHeader, 0, len(names)+5)
+	headers := make([]kgo.RecordHeader, 0, len(names)+6)
 	for _, k := range names {
 		headers = append(headers, kgo.RecordHeader{Key: k, Value: []byte(d.Headers[k])})
 	}
@@ -118,12 +118,18 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 			kgo.RecordHeader{Key: mp + "attempt", Value: []byte(strconv.Itoa(d.Attempt))},
 			kgo.RecordHeader{Key: mp + "enqueued-at", Value: []byte(d.EnqueuedAt.UTC().Format(time.RFC3339Nano))},
 		)
+		if d.OrderingKey != "" {
+			headers = append(headers, kgo.RecordHeader{Key: mp + "ordering-key", Value: []byte(d.OrderingKey)})
+		}
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: payload, Headers: headers}, nil
 }
 
 // defaultKey is the ordering key when there is one, else the idempotency key.
 func defaultKey(d outbox.Delivery) string {
+	if d.OrderingKey != "" {
+		return d.OrderingKey
+	}
 	return d.IdempotencyKey
 }
 

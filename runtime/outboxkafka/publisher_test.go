@@ -55,10 +55,16 @@ func TestRecordMapping(t *testing.T) {
 	if err := shop.Handle(ctx, json.RawMessage(`{}`), delivery(9, "billing.invoice_paid", "msg:9", 1, nil)); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
+	// With an ordering key and no WithKey, the ordering key is the record key.
+	ordered := delivery(10, "billing.invoice_paid", "msg:10", 1, nil)
+	ordered.OrderingKey = "invoices:77"
+	if err := outboxkafka.New(cl, outboxkafka.WithTopicPrefix("shop.")).Handle(ctx, json.RawMessage(`{}`), ordered); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
 
-	recs := consumeAll(t, c, 3, "outbox.welcome_email", "shop.billing.invoice_paid")
-	if len(recs) != 3 {
-		t.Fatalf("consumed %d records, want 3", len(recs))
+	recs := consumeAll(t, c, 4, "outbox.welcome_email", "shop.billing.invoice_paid")
+	if len(recs) != 4 {
+		t.Fatalf("consumed %d records, want 4", len(recs))
 	}
 	byTopic := map[string][]*kgo.Record{}
 	for _, r := range recs {
@@ -82,20 +88,26 @@ func TestRecordMapping(t *testing.T) {
 	}
 
 	shopRecs := byTopic["shop.billing.invoice_paid"]
-	if len(shopRecs) != 2 {
-		t.Fatalf("shop.billing.invoice_paid holds %d records, want 2", len(shopRecs))
+	if len(shopRecs) != 3 {
+		t.Fatalf("shop.billing.invoice_paid holds %d records, want 3", len(shopRecs))
 	}
 	keys := map[string]bool{}
 	for _, r := range shopRecs {
 		keys[string(r.Key)] = true
+		if string(r.Key) == "invoices:77" {
+			if got := header(r, "outbox-ordering-key"); got != "invoices:77" {
+				t.Errorf("outbox-ordering-key %q, want invoices:77", got)
+			}
+			continue
+		}
 		for _, h := range r.Headers {
 			if strings.HasPrefix(h.Key, "outbox-") {
 				t.Errorf("metadata header %s with WithMetadataPrefix(\"\")", h.Key)
 			}
 		}
 	}
-	if !keys["inv-9"] || !keys["msg:9"] {
-		t.Errorf("keys %v, want inv-9 (from the header) and msg:9 (no header: the idempotency key)", keys)
+	if !keys["inv-9"] || !keys["msg:9"] || !keys["invoices:77"] {
+		t.Errorf("keys %v, want inv-9 (from the header), msg:9 (no header: the idempotency key) and invoices:77 (the ordering key)", keys)
 	}
 }
 

@@ -1,7 +1,12 @@
 package outboxkafka_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,4 +137,106 @@ func TestRelayBrokerErrorRetried(t *testing.T) {
 		t.Errorf("%d retries in all after %d refused produce requests, want at least as many", retries, refusals)
 	}
 	checkOnce(t, consumeAll(t, c, n, "outbox.order_paid"), keys)
+}
+
+// Messages with ordering keys, enqueued by concurrent producers and relayed by a worker with 8
+// slots into a topic of 8 partitions, some failing their first attempt before they were
+// produced and some after (a redelivery: a second record): every key's records are in one
+// partition, keyed by the ordering key, in commit order, a repeat only right after its
+// original.
+func TestRelayOrderPerKey(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	c := cluster(t, 8, "outbox.ledger_entry")
+
+	const producers, keysPer, perKey = 3, 2, 15
+	var wg sync.WaitGroup
+	for g := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each producer commits its keys' messages one after another, so commit order per
+			// key is seq order; the producers race each other.
+			for seq := range perKey {
+				for k := range keysPer {
+					key := fmt.Sprintf("accounts:%d", g*keysPer+k)
+					db.enqueueOrdered(t, "ledger_entry", fmt.Sprintf(`{"key": %q, "seq": %d}`, key, seq), key)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	p := outboxkafka.New(producer(t, c))
+	var failedBefore, lostAfter atomic.Int64
+	relay := outbox.NewRouter()
+	relay.Handle("ledger_entry", fast, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		var v struct{ Seq int }
+		if err := json.Unmarshal(payload, &v); err != nil {
+			return err
+		}
+		if d.Attempt == 1 && v.Seq%4 == 3 {
+			failedBefore.Add(1)
+			return errors.New("test: failed before producing")
+		}
+		if err := p.Handle(ctx, payload, d); err != nil {
+			return err
+		}
+		if d.Attempt == 1 && v.Seq%4 == 1 {
+			lostAfter.Add(1)
+			return errors.New("test: produced, then the result was lost")
+		}
+		return nil
+	})
+	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	waitDrained(t, db, 60*time.Second)
+
+	total := producers * keysPer * perKey
+	recs := consumeAll(t, c, total+int(lostAfter.Load()), "outbox.ledger_entry")
+	if len(recs) != total+int(lostAfter.Load()) || failedBefore.Load() == 0 {
+		t.Errorf("%d records for %d messages, %d of them produced twice (and %d failures before producing): want %d",
+			len(recs), total, lostAfter.Load(), failedBefore.Load(), total+int(lostAfter.Load()))
+	}
+	// Per partition, in offset order (the consumer returns each partition's records in order).
+	type state struct {
+		partition int32
+		seq       int
+	}
+	last := map[string]*state{}
+	for _, r := range recs {
+		var v struct {
+			Key string
+			Seq int
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Key) != v.Key || header(r, "outbox-ordering-key") != v.Key {
+			t.Errorf("record %d@%d: key %q, outbox-ordering-key %q, want the ordering key %q", r.Partition, r.Offset, r.Key, header(r, "outbox-ordering-key"), v.Key)
+		}
+		s, ok := last[v.Key]
+		switch {
+		case !ok:
+			if v.Seq != 0 {
+				t.Errorf("%s starts with seq %d, want 0", v.Key, v.Seq)
+			}
+			last[v.Key] = &state{r.Partition, v.Seq}
+			continue
+		case s.partition != r.Partition:
+			t.Errorf("%s in partitions %d and %d, want one", v.Key, s.partition, r.Partition)
+		case v.Seq == s.seq && v.Seq%4 == 1:
+			// The repeat of a record whose result was lost, right after it: allowed.
+		case v.Seq != s.seq+1:
+			t.Errorf("%s: seq %d after seq %d at %d@%d, want %d (commit order per key)", v.Key, v.Seq, s.seq, r.Partition, r.Offset, s.seq+1)
+		}
+		s.seq = v.Seq
+	}
+	for k, s := range last {
+		if s.seq != perKey-1 {
+			t.Errorf("%s ends at seq %d, want %d", k, s.seq, perKey-1)
+		}
+	}
+	if len(last) != producers*keysPer {
+		t.Errorf("%d keys in Kafka, want %d", len(last), producers*keysPer)
+	}
 }

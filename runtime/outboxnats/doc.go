@@ -35,9 +35,9 @@
 //     the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
 //     reserves, so no header of the message can collide with them):
 //     outbox-message-id (the row id), outbox-event-type, outbox-idempotency-key, outbox-attempt
-//     (1 on the first delivery) and outbox-enqueued-at (RFC 3339 with nanoseconds, UTC).
-//     WithMetadataPrefix("") leaves the metadata out. NATS trims spaces at both ends of a
-//     header value.
+//     (1 on the first delivery), outbox-enqueued-at (RFC 3339 with nanoseconds, UTC) and
+//     outbox-ordering-key (only when the message has one). WithMetadataPrefix("") leaves the
+//     metadata out. NATS trims spaces at both ends of a header value.
 //
 // # What the duplicate window covers
 //
@@ -72,9 +72,12 @@
 //
 // # Order
 //
-// The Publisher publishes one delivery per handler call and waits for its ack, so the stream
-// holds messages in the order in which the worker ran their handlers. A worker does not run
-// handlers in claim order, even with Concurrency 1 (each claimed row waits for a dispatch slot
-// in its own goroutine); ordering per key in the outbox itself comes with ordering keys
-// (DESIGN.md "Ordering per key").
+// Messages with one ordering key (Message.OrderingKey; generated code sets it from the
+// catalog's ordering_key) are handed to the relay one at a time, in the order their enqueuing
+// transactions committed, and the next only once the previous is SENT; the Publisher returns
+// only after the stream's ack, so a key's messages are stored in commit order. A redelivery is
+// published before the key's next message, never after it, and the duplicate window drops it.
+// A consumer of the stream, or of any of its subjects, sees that order; the key is in
+// outbox-ordering-key. Messages without an ordering key have no order, in the outbox or in the
+// stream.
 package outboxnats

@@ -197,6 +197,18 @@ func (db *testDB) enqueue(t testing.TB, eventType, payload, key string, opts ...
 	return id
 }
 
+// enqueueOrdered enqueues a message with an ordering key (and no idempotency key).
+func (db *testDB) enqueueOrdered(t testing.TB, eventType, payload, orderingKey string) outbox.MessageID {
+	t.Helper()
+	id, err := outbox.Enqueue(context.Background(), db, outbox.Message{
+		EventType: eventType, Payload: json.RawMessage(payload), OrderingKey: orderingKey, MaxAttempts: 1000,
+	}, outbox.Standalone())
+	if err != nil {
+		t.Errorf("enqueue %s for %s: %v", eventType, orderingKey, err)
+	}
+	return id
+}
+
 func (db *testDB) inspect(t testing.TB, id outbox.MessageID) outbox.Record {
 	t.Helper()
 	r, err := outbox.Inspect(context.Background(), db, id)

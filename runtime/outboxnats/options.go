@@ -47,7 +47,7 @@ func WithSubject(subject func(eventType string) string) Option {
 }
 
 // WithMetadataPrefix names the metadata headers prefix + "message-id", "event-type",
-// "idempotency-key", "attempt" and "enqueued-at". The default is DefaultMetadataPrefix,
+// "idempotency-key", "attempt", "enqueued-at" and "ordering-key" (when the message has one). The default is DefaultMetadataPrefix,
 // "outbox-", which the core reserves: no message header can start with it. An empty prefix
 // leaves the metadata headers out; any other prefix may collide with a message's own header,
 // and the metadata wins.

@@ -92,7 +92,7 @@ func (p *Publisher) Publish(ctx context.Context, payload json.RawMessage, d outb
 // message builds the NATS message of a delivery: the payload as the data, the message's
 // headers, the metadata and Nats-Msg-Id.
 func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.Delivery) (*nats.Msg, error) {
-	h := make(nats.Header, len(d.Headers)+6)
+	h := make(nats.Header, len(d.Headers)+7)
 	for k, v := range d.Headers {
 		switch {
 		case strings.ContainsRune(k, ':'):
@@ -108,6 +108,9 @@ func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.De
 		h.Set(mp+"idempotency-key", d.IdempotencyKey)
 		h.Set(mp+"attempt", strconv.Itoa(d.Attempt))
 		h.Set(mp+"enqueued-at", d.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+		if d.OrderingKey != "" {
+			h.Set(mp+"ordering-key", d.OrderingKey)
+		}
 	}
 	if d.IdempotencyKey == "" {
 		// The worker always sets it ("msg:<id>" without a key); a hand-made Delivery might not.

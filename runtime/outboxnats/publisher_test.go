@@ -40,7 +40,9 @@ func TestPublishMapping(t *testing.T) {
 	}
 	payload := json.RawMessage(`{"user_id": 42, "amount":"1234.50", "note":"café"}`)
 	p := outboxnats.New(js)
-	ack, err := p.Publish(ctx, payload, delivery(7, "welcome_email", "welcome_email:2:42", 3, maps.Clone(trace)))
+	d := delivery(7, "welcome_email", "welcome_email:2:42", 3, maps.Clone(trace))
+	d.OrderingKey = "users:42"
+	ack, err := p.Publish(ctx, payload, d)
 	if err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
@@ -71,6 +73,7 @@ func TestPublishMapping(t *testing.T) {
 		"outbox-idempotency-key": "welcome_email:2:42",
 		"outbox-attempt":         "3",
 		"outbox-enqueued-at":     "2025-03-04T05:06:07.891011Z",
+		"outbox-ordering-key":    "users:42",
 	}
 	maps.Copy(want, trace)
 	got := map[string]string{}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -319,5 +320,93 @@ func TestRelayNATSDown(t *testing.T) {
 		if r := db.inspect(t, id); r.Attempts < 2 {
 			t.Errorf("message %d was SENT after %d attempts, want the retries of the outage", id, r.Attempts)
 		}
+	}
+}
+
+// Messages with ordering keys, of two event types sharing the keys, enqueued by concurrent
+// producers and relayed by a worker with 8 slots, some failing their first attempt after they
+// were published (the duplicate is dropped) or before: every key's messages are in the stream
+// in the order they were committed, each once.
+func TestRelayOrderPerKey(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
+
+	const producers, keysPer, perKey = 3, 2, 15
+	var mu sync.Mutex
+	keys := map[outbox.MessageID]string{}
+	var wg sync.WaitGroup
+	for g := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each producer commits its keys' messages one after another, so commit order per
+			// key is seq order; the producers race each other.
+			for seq := range perKey {
+				for k := range keysPer {
+					key := fmt.Sprintf("orders:%d", g*keysPer+k)
+					eventType := []string{"order_placed", "order_paid"}[seq%2]
+					id := db.enqueueOrdered(t, eventType, fmt.Sprintf(`{"key": %q, "seq": %d}`, key, seq), key)
+					mu.Lock()
+					keys[id] = fmt.Sprintf("msg:%d", id)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	c := &dupCounter{p: outboxnats.New(js)}
+	var lostAfter, failedBefore atomic.Int64
+	relay := outbox.NewRouter()
+	h := func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		var v struct{ Seq int }
+		if err := json.Unmarshal(payload, &v); err != nil {
+			return err
+		}
+		if d.Attempt == 1 && v.Seq%4 == 3 {
+			failedBefore.Add(1)
+			return errors.New("test: failed before publishing")
+		}
+		if err := c.publish(ctx, payload, d); err != nil {
+			return err
+		}
+		if d.Attempt == 1 && v.Seq%4 == 1 {
+			lostAfter.Add(1)
+			return errors.New("test: published, then the result was lost")
+		}
+		return nil
+	}
+	relay.Handle("order_placed", fast, h)
+	relay.Handle("order_paid", fast, h)
+	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	waitDrained(t, db, 60*time.Second)
+
+	msgs := checkOnce(t, stream, keys)
+	if c.dups.Load() != lostAfter.Load() || failedBefore.Load() == 0 {
+		t.Errorf("%d duplicate acks for %d publishes whose result was lost (and %d failures before publishing), want as many duplicates",
+			c.dups.Load(), lostAfter.Load(), failedBefore.Load())
+	}
+	next := map[string]int{}
+	for _, m := range msgs {
+		var v struct {
+			Key string
+			Seq int
+		}
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get("outbox-ordering-key"); got != v.Key {
+			t.Errorf("stream message %d: outbox-ordering-key %q, want %q", m.Sequence, got, v.Key)
+		}
+		if v.Seq != next[v.Key] {
+			t.Errorf("stream message %d: %s seq %d, want seq %d (commit order per key)", m.Sequence, v.Key, v.Seq, next[v.Key])
+		}
+		next[v.Key] = v.Seq + 1
+	}
+	if len(next) != producers*keysPer {
+		t.Errorf("%d keys in the stream, want %d", len(next), producers*keysPer)
 	}
 }
