@@ -162,7 +162,11 @@ func (d *asyncDoc) channelDescription(e *event) string {
 	if d.prefix != DefaultAddressPrefix {
 		prefix = fmt.Sprintf("the prefix %q (the relay's WithSubjectPrefix or WithTopicPrefix)", d.prefix)
 	}
-	return fmt.Sprintf("The %q event. Its address is the NATS subject runtime/outboxnats publishes it on and the Kafka topic runtime/outboxkafka produces it to: %s and the event type.", e.wire, prefix)
+	s := fmt.Sprintf("The %q event. Its address is the NATS subject runtime/outboxnats publishes it on and the Kafka topic runtime/outboxkafka produces it to: %s and the event type.", e.wire, prefix)
+	if len(e.orderingKey) > 0 {
+		s += " " + d.orderingText(e)
+	}
+	return s
 }
 
 func (d *asyncDoc) infoDescription(source string) string {
@@ -172,9 +176,19 @@ func (d *asyncDoc) infoDescription(source string) string {
 			direct = append(direct, e.wire)
 		}
 	}
+	var ordered []string
+	for _, e := range d.m.outboxEvents() {
+		if len(e.orderingKey) > 0 {
+			ordered = append(ordered, e.wire)
+		}
+	}
+	recordKey := "the record key on Kafka"
+	if len(ordered) > 0 {
+		recordKey = "the record key on Kafka for events without an ordering key"
+	}
 	s := fmt.Sprintf("The events that Go package %s enqueues through its transactional outbox, as declared in %s. "+
 		"A relay (runtime/outboxnats, runtime/outboxkafka) publishes each committed message on the channel of its event type, at least once: "+
-		"deduplicate by the idempotency key (the outbox-idempotency-key header; also Nats-Msg-Id on NATS and the record key on Kafka).\n\n"+
+		"deduplicate by the idempotency key (the outbox-idempotency-key header; also Nats-Msg-Id on NATS and %s).\n\n"+
 		"Payloads are JSON objects written by the generated EnqueueX functions, and each schema says exactly what they write. "+
 		"A field the catalog marks optional may be null, or absent from rows written before it existed; "+
 		"a list, map, bytes or json field that is not optional is present but may be null (a nil value in Go). "+
@@ -182,7 +196,11 @@ func (d *asyncDoc) infoDescription(source string) string {
 		"so that rows a newer catalog wrote (with a new optional field) still read. "+
 		"Integers of int, int64, uint64 and duration fields can exceed 2^53, the largest a JavaScript number holds exactly: read them with a JSON parser that keeps big integers.\n\n"+
 		"Compatibility: outboxgen breaking lists every change to the catalog that breaks stored rows or their consumers.",
-		d.m.pkg, source)
+		d.m.pkg, source, recordKey)
+	if len(ordered) > 0 {
+		s += fmt.Sprintf("\n\nOrdered events (%s) carry an ordering key: the relay publishes the messages of one key one at a time, in the order their transactions committed, so their channels keep that order. "+
+			"On Kafka their record key is the ordering key, not the idempotency key: deduplicate them by the outbox-idempotency-key header.", strings.Join(ordered, ", "))
+	}
 	if len(direct) > 0 {
 		s += fmt.Sprintf("\n\nEvents with delivery: direct never leave the process and are not listed here (%s).", strings.Join(direct, ", "))
 	}
@@ -199,11 +217,16 @@ func (d *asyncDoc) message(e *event) *yaml.Node {
 	key := idempotencyKeyText(e)
 	msg.add("headers", headersSchema(e, key))
 	msg.add("payload", d.objectSchema(e.doc, e.fields))
+	recordKey := "runtime/outboxkafka's record key, unless WithKey chooses another: " + key
+	if len(e.orderingKey) > 0 {
+		recordKey = "runtime/outboxkafka's record key, unless WithKey chooses another: the ordering key, " + orderingKeyText(e) +
+			" Kafka keeps the records of one key in one partition, and the relay produces them one at a time in the outbox's order, so a consumer of the partition reads them in the order their transactions committed."
+	}
 	msg.add("bindings", ymap().
 		add("kafka", ymap().
 			add("key", ymap().
 				add("type", ystr("string")).
-				add("description", ytext("runtime/outboxkafka's record key, unless WithKey chooses another: "+key)).node()).
+				add("description", ytext(recordKey)).node()).
 			add("bindingVersion", ystr("0.5.0")).node()).node())
 	return msg.node()
 }
@@ -257,6 +280,35 @@ func idempotencyKeyText(e *event) string {
 	}
 	return fmt.Sprintf("%q then \":<byte length>:<value>\" for %s (times as on the wire); a key over %d bytes is \"sha256:\" and the hex SHA-256 of that text.",
 		e.wire, strings.Join(names, ", "), maxKeyLen)
+}
+
+// orderingKeyText describes the ordering key of an ordered event e.
+func orderingKeyText(e *event) string {
+	names := make([]string, len(e.orderingKey))
+	for i, k := range e.orderingKey {
+		names[i] = k.wire
+	}
+	return fmt.Sprintf("%q then \":<byte length>:<value>\" for %s (times as on the wire); a key over %d bytes is %q and the hex SHA-256 of that text.",
+		e.group, strings.Join(names, ", "), maxKeyLen, e.group+":sha256:")
+}
+
+// orderingText says what ordering means for the messages of an ordered event e on its channel.
+func (d *asyncDoc) orderingText(e *event) string {
+	names := make([]string, len(e.orderingKey))
+	for i, k := range e.orderingKey {
+		names[i] = k.wire
+	}
+	var others []string
+	for _, o := range d.m.groupEvents(e.group) {
+		if o != e {
+			others = append(others, fmt.Sprintf("%q", o.wire))
+		}
+	}
+	shared := ""
+	if len(others) > 0 {
+		shared = fmt.Sprintf(", in ordering group %q with %s", e.group, andList(others))
+	}
+	return fmt.Sprintf("Ordered by %s%s: the messages of equal values are published one at a time, in the order their transactions committed, and one that keeps failing holds the later ones back.", andList(names), shared)
 }
 
 // namedSchema is the schema of a type from types: under components/schemas.

@@ -254,6 +254,7 @@ import (
 	"time"
 
 	"goldens/cases/ok_keys"
+	shop "goldens/cases/ok_ordering"
 	"goldens/cases/ok_wire_formats"
 )
 
@@ -329,6 +330,50 @@ func main() {
 		distinct++
 	}
 	fmt.Printf("key-property collisions=%d distinct=%d\n", collisions, distinct)
+
+	// Ordering keys: the group, then the values as in idempotency keys; events of one group
+	// share keys, other groups never do; a long key keeps its group.
+	placed := shop.OrderPlaced{OrderID: "o-42", Customer: "c"}
+	paid := shop.OrderPaid{OrderID: "o-42", PaidAt: at}
+	acct := shop.AccountChanged{Region: shop.AccountChangedRegionEu, Account: json.Number("7"), Since: at}
+	fmt.Printf("order-key %s %s %s\n", placed.OrderingKey(), paid.OrderingKey(), acct.OrderingKey())
+	longPlaced := shop.OrderPlaced{OrderID: strings.Repeat("é", 100)}
+	fmt.Printf("order-key-long %s %d\n", longPlaced.OrderingKey(), len(longPlaced.OrderingKey()))
+	fmt.Printf("order-key-long-shared %v\n", longPlaced.OrderingKey() == shop.OrderPaid{OrderID: longPlaced.OrderID}.OrderingKey())
+	okeys := map[string]string{}
+	ocollisions, odistinct, olong, ohashed := 0, 0, 0, 0
+	for i := 0; i < 100000; i++ {
+		id := word()
+		if r.IntN(50) == 0 {
+			id = strings.Repeat(id+"x", 190+r.IntN(40)) // past 191 bytes: hashed
+		}
+		region := shop.AccountChangedRegionEu
+		if r.IntN(2) == 0 {
+			region = shop.AccountChangedRegionUs
+		}
+		a := shop.AccountChanged{Region: region, Account: json.Number(word()), Since: at.Add(time.Duration(r.IntN(2)))}
+		for _, kv := range [][2]string{
+			{"orders " + id, shop.OrderPlaced{OrderID: id}.OrderingKey()},
+			{"account " + string(a.Region) + "|" + string(a.Account) + "|" + a.Since.String(), a.OrderingKey()},
+		} {
+			if len(kv[1]) > 191 {
+				olong++
+			}
+			if strings.Contains(kv[1], ":sha256:") {
+				ohashed++
+			}
+			if prev, ok := okeys[kv[1]]; ok && prev != kv[0] {
+				ocollisions++
+				if ocollisions < 5 {
+					fmt.Printf("ordering collision %q: %q vs %q\n", kv[1], prev, kv[0])
+				}
+			} else if !ok {
+				okeys[kv[1]] = kv[0]
+				odistinct++
+			}
+		}
+	}
+	fmt.Printf("order-key-property collisions=%d distinct=%d hashed=%d overlong=%d\n", ocollisions, odistinct, ohashed, olong)
 }
 `
 
@@ -388,6 +433,10 @@ func checkChecksOutput(t *testing.T, out string) {
 		`key-long sha256:`,
 		`key-non-key-field-ignored true`,
 		`key-property collisions=0 distinct=`,
+		`order-key orders:4:o-42 orders:4:o-42 account_changed:2:eu:1:7:30:2026-03-01T00:30:00.123456789Z`,
+		`order-key-long orders:sha256:`,
+		`order-key-long-shared true`,
+		`order-key-property collisions=0 distinct=`,
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, w := range want {
@@ -408,7 +457,16 @@ func checkChecksOutput(t *testing.T, out string) {
 				t.Errorf("a long key must be sha256:<64 hex>, got %q", l)
 			}
 		}
-		if strings.HasPrefix(l, "key-property ") {
+		if strings.HasPrefix(l, "order-key-long ") {
+			f := strings.Fields(l)
+			if n, _ := strconv.Atoi(f[2]); n != len("orders:sha256:")+64 || len(f[1]) > maxKeyLen {
+				t.Errorf("a long ordering key must be orders:sha256:<64 hex>, got %q", l)
+			}
+		}
+		if strings.HasPrefix(l, "order-key-property ") && (!strings.HasSuffix(l, "overlong=0") || strings.Contains(l, "distinct=0 ") || strings.Contains(l, "hashed=0 ")) {
+			t.Errorf("ordering keys over 191 bytes, or none generated, or none hashed: %q", l)
+		}
+		if strings.HasPrefix(l, "key-property ") || strings.HasPrefix(l, "order-key-property ") {
 			t.Log(l)
 		}
 		if strings.HasPrefix(l, "key-property ") && strings.HasSuffix(l, "distinct=0") {

@@ -67,8 +67,12 @@ type eventDecl struct {
 	fieldsPos   *pos
 	key         []str
 	keyPos      *pos
-	policy      policyDecl
-	delivery    *str
+	// ordering_key and ordering_group (DESIGN.md "Ordering per key").
+	orderingKey    []str
+	orderingKeyPos *pos
+	orderingGroup  *str
+	policy         policyDecl
+	delivery       *str
 }
 
 // fieldDecl is one field of an event or a struct type. Its type is either a type expression
@@ -388,7 +392,7 @@ func (l *loader) eventDecl(k, v *yaml.Node) *eventDecl {
 	if !l.mapping(v, what) {
 		return e
 	}
-	l.keys(v, []string{"description", "fields", "idempotency_key", "max_attempts", "backoff", "timeout", "delivery"}, func(key string, k, v *yaml.Node) {
+	l.keys(v, []string{"description", "fields", "idempotency_key", "ordering_key", "ordering_group", "max_attempts", "backoff", "timeout", "delivery"}, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "description":
 			e.description = l.description(v, what)
@@ -398,6 +402,10 @@ func (l *loader) eventDecl(k, v *yaml.Node) *eventDecl {
 			e.fields = l.fields(v, what)
 		case "idempotency_key":
 			e.key, e.keyPos = l.strList(v, what+": idempotency_key")
+		case "ordering_key":
+			e.orderingKey, e.orderingKeyPos = l.strList(v, what+": ordering_key")
+		case "ordering_group":
+			e.orderingGroup = l.scalar(v, what+": ordering_group")
 		case "delivery":
 			e.delivery = l.scalar(v, what+": delivery")
 		default:

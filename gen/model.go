@@ -72,9 +72,15 @@ type event struct {
 	keyAt, deliveryAt *pos // its idempotency_key: and delivery: values, when set
 	fields            []*field
 	key               []*field
-	direct            bool
-	policy            policy
-	enums             []*namedType // inline enums, declared before the payload
+	// orderingKey are the fields of its ordering_key, none for an unordered event; group is
+	// its ordering group (ordering_group, else its wire name); orderingAt and groupAt are the
+	// ordering_key: and ordering_group: values, when set.
+	orderingKey         []*field
+	group               string
+	orderingAt, groupAt *pos
+	direct              bool
+	policy              policy
+	enums               []*namedType // inline enums, declared before the payload
 }
 
 // file is everything one generated file holds.
@@ -130,11 +136,14 @@ func buildModel(c *catalog, catalogPath string) *file {
 			ev.deliveryAt = &e.delivery.p
 		}
 		ev.fields = buildFields(e.fields, ev.goName, e.name.v, named, &ev.enums)
-		for _, k := range e.key {
-			for _, fl := range ev.fields {
-				if fl.wire == k.v {
-					ev.key = append(ev.key, fl)
-				}
+		ev.key = keyFieldsOf(ev.fields, e.key)
+		if e.orderingKeyPos != nil {
+			ev.orderingKey = keyFieldsOf(ev.fields, e.orderingKey)
+			ev.orderingAt = e.orderingKeyPos
+			ev.group = ev.wire
+			if e.orderingGroup != nil {
+				ev.group = e.orderingGroup.v
+				ev.groupAt = &e.orderingGroup.p
 			}
 		}
 		ev.policy = resolvePolicy(&e.policy, c.defaults, ev.direct)
@@ -147,6 +156,30 @@ func buildModel(c *catalog, catalogPath string) *file {
 		}
 	}
 	return f
+}
+
+// keyFieldsOf returns the fields a key names, in the key's order.
+func keyFieldsOf(fields []*field, key []str) []*field {
+	var out []*field
+	for _, k := range key {
+		for _, fl := range fields {
+			if fl.wire == k.v {
+				out = append(out, fl)
+			}
+		}
+	}
+	return out
+}
+
+// groupEvents returns the outbox events of group, in file order.
+func (f *file) groupEvents(group string) []*event {
+	var out []*event
+	for _, e := range f.outboxEvents() {
+		if len(e.orderingKey) > 0 && e.group == group {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // markDecoded marks the structs inside t: a stored payload holding them is checked by their

@@ -110,6 +110,10 @@ type validator struct {
 	modules  *[]string            // the modules the catalog's go.mod and go.work name, once looked up
 	goTypes  *goTypeChecker       // reads {go:} key types' declarations, once needed
 	badGo    map[*fieldDecl]bool  // fields whose go: was reported already
+	// groups holds the events of each ordering group with a valid key, in file order;
+	// groupOrder the groups as they first appear.
+	groups     map[string][]orderedEvent
+	groupOrder []string
 }
 
 type nameOwner struct {
@@ -118,7 +122,7 @@ type nameOwner struct {
 }
 
 func validate(c *catalog, ps *problems) {
-	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, renamed: map[string]bool{}, names: map[string]nameOwner{}, badGo: map[*fieldDecl]bool{}}
+	v := &validator{ps: ps, c: c, types: map[string]*typeDecl{}, renamed: map[string]bool{}, names: map[string]nameOwner{}, badGo: map[*fieldDecl]bool{}, groups: map[string][]orderedEvent{}}
 	v.header()
 	v.policy(c.defaults, "defaults", false)
 	v.claim("Handlers", "the generated Handlers interface", pos{})
@@ -157,6 +161,7 @@ func validate(c *catalog, ps *problems) {
 	for _, e := range c.events {
 		v.event(e)
 	}
+	v.orderingGroups()
 	v.cycles()
 }
 
@@ -453,25 +458,40 @@ func (v *validator) event(e *eventDecl) {
 		}
 	}
 	v.policy(&e.policy, what, direct)
-	v.fields(e.fields, what, name, payloadMethods)
-	if e.keyPos == nil {
-		return
+	methods := payloadMethods
+	if e.orderingKeyPos != nil && !direct {
+		methods = append(methods[:len(methods):len(methods)], "OrderingKey")
 	}
-	if len(e.key) == 0 {
-		v.ps.add(*e.keyPos, "%s: idempotency_key: list at least one field, or leave the key out", what)
-	}
+	v.fields(e.fields, what, name, methods)
 	byName := map[string]*fieldDecl{}
 	var names []string
 	for _, f := range e.fields {
 		byName[f.name.v] = f
 		names = append(names, f.name.v)
 	}
+	if e.keyPos != nil {
+		v.keyFields(what, "idempotency_key", e.key, *e.keyPos, byName, names)
+	}
+	v.ordering(e, what, direct, byName, names)
+}
+
+// keyFields checks the fields of a key (idempotency_key or ordering_key, named by label): each
+// must exist, once, be set (not optional) and be a scalar. It returns the key's fields and
+// whether all of them passed, their types known.
+func (v *validator) keyFields(what, label string, key []str, at pos, byName map[string]*fieldDecl, names []string) ([]*fieldDecl, bool) {
+	if len(key) == 0 {
+		v.ps.add(at, "%s: %s: list at least one field, or leave the key out", what, label)
+		return nil, false
+	}
+	var out []*fieldDecl
+	ok := true
 	seen := map[string]bool{}
-	for _, k := range e.key {
-		kwhat := fmt.Sprintf("%s: idempotency_key %q", what, k.v)
-		f, ok := byName[k.v]
+	for _, k := range key {
+		kwhat := fmt.Sprintf("%s: %s %q", what, label, k.v)
+		f, found := byName[k.v]
+		problem := true
 		switch {
-		case !ok:
+		case !found:
 			v.ps.add(k.p, "%s: no such field%s", kwhat, hint(k.v, names, ""))
 		case seen[k.v]:
 			v.ps.add(k.p, "%s: listed twice", kwhat)
@@ -479,15 +499,141 @@ func (v *validator) event(e *eventDecl) {
 			v.ps.add(k.p, "%s: the field is optional; key fields must always be set", kwhat)
 		case f.goType != nil:
 			if !v.badGo[f] {
-				if problem := v.goKeyProblem(f.goType.v); problem != "" {
-					v.ps.add(k.p, "%s: %s", kwhat, problem)
+				if why := v.goKeyProblem(f.goType.v); why != "" {
+					v.ps.add(k.p, "%s: %s", kwhat, why)
+				} else {
+					problem = false
 				}
 			}
 		case !v.keyScalar(f):
 			v.ps.add(k.p, "%s: its type %s cannot be a key (key fields are string, bool, int, int32, int64, uint32, uint64, time, an enum or a {go:} type of string kind)", kwhat, v.typeForKey(f))
+		default:
+			problem = !v.knownType(f)
 		}
 		seen[k.v] = true
+		ok = ok && !problem
+		out = append(out, f)
 	}
+	return out, ok
+}
+
+// maxGroupLen is the longest ordering group: a hashed ordering key is the group, ":sha256:"
+// and 64 hex digits, and must fit the 191-byte ordering_key column.
+const maxGroupLen = maxKeyLen - len(":sha256:") - 64
+
+// orderedEvent is an event with a valid ordering key, for the check that the events of one
+// group agree on the key's types.
+type orderedEvent struct {
+	e     *eventDecl
+	types []string
+}
+
+// ordering checks ordering_key and ordering_group, and files the event under its group.
+func (v *validator) ordering(e *eventDecl, what string, direct bool, byName map[string]*fieldDecl, names []string) {
+	if direct && (e.orderingKeyPos != nil || e.orderingGroup != nil) {
+		at, keys := e.orderingGroup.p, "ordering_group"
+		if e.orderingKeyPos != nil {
+			at, keys = *e.orderingKeyPos, "ordering_key"
+			if e.orderingGroup != nil {
+				keys += " and ordering_group"
+			}
+		}
+		v.ps.add(at, "%s: a delivery: direct event cannot be ordered: SendX calls its handler at once, in-process, and stores nothing to keep in order; remove %s, or deliver it through the outbox", what, keys)
+		return
+	}
+	if e.orderingKeyPos == nil {
+		if e.orderingGroup != nil {
+			v.ps.add(e.orderingGroup.p, "%s: ordering_group without ordering_key: a group orders the messages of equal key values; add ordering_key: [fields], or remove ordering_group", what)
+		}
+		return
+	}
+	fields, ok := v.keyFields(what, "ordering_key", e.orderingKey, *e.orderingKeyPos, byName, names)
+	group, at := e.name.v, *e.orderingKeyPos
+	if e.orderingGroup != nil {
+		group, at = e.orderingGroup.v, e.orderingGroup.p
+		if !wireNameRe.MatchString(group) {
+			suggest := ""
+			if low := strings.ToLower(strings.NewReplacer(" ", "_", "-", "_").Replace(group)); wireNameRe.MatchString(low) {
+				suggest = fmt.Sprintf(" (did you mean %q?)", low)
+			}
+			v.ps.add(at, "%s: ordering_group %q: invalid name: use [a-z][a-z0-9_.]*, as for wire names%s", what, group, suggest)
+			return
+		}
+	}
+	if len(group) > maxGroupLen {
+		fix := "shorten it"
+		if e.orderingGroup == nil {
+			fix = "set a shorter ordering_group"
+		}
+		v.ps.add(at, "%s: ordering group %q is %d bytes, more than %d: a long key is hashed to the group, \":sha256:\" and 64 hex digits, which must fit the 191-byte ordering_key column; %s", what, group, len(group), maxGroupLen, fix)
+		return
+	}
+	if !ok {
+		return // its own errors say what is wrong with its key
+	}
+	types := make([]string, len(fields))
+	for i, f := range fields {
+		types[i] = keyTypeText(f)
+	}
+	if _, seen := v.groups[group]; !seen {
+		v.groupOrder = append(v.groupOrder, group)
+	}
+	v.groups[group] = append(v.groups[group], orderedEvent{e, types})
+}
+
+// keyTypeText names the type of a key field for comparing keys: the catalog's spelling, an
+// inline enum with its values.
+func keyTypeText(f *fieldDecl) string {
+	if f.goType != nil {
+		return "{go: " + f.goType.v + "}"
+	}
+	t := strings.TrimSpace(f.typ.v)
+	if t == "enum" {
+		vals := make([]string, len(f.values))
+		for i, val := range f.values {
+			vals[i] = val.v
+		}
+		return "enum [" + strings.Join(vals, ", ") + "]"
+	}
+	return t
+}
+
+// orderingGroups reports the events of a group whose key fields differ in number or type from
+// another event's of the group: on each such event, naming the first event of every other
+// shape. Keys of one aggregate must be equal for equal values, whichever event carries them.
+func (v *validator) orderingGroups() {
+	for _, group := range v.groupOrder {
+		evs := v.groups[group]
+		for _, ev := range evs {
+			var others []string
+			shapes := map[string]bool{strings.Join(ev.types, ", "): true}
+			for _, o := range evs {
+				shape := strings.Join(o.types, ", ")
+				if shapes[shape] {
+					continue
+				}
+				shapes[shape] = true
+				others = append(others, fmt.Sprintf("by (%s) in event %q (line %d)", shape, o.e.name.v, o.e.name.p.line))
+			}
+			if len(others) == 0 {
+				continue
+			}
+			v.ps.add(*ev.e.orderingKeyPos, "event %q: ordering group %q is keyed %s, but by (%s) here; the events of a group need key fields of the same types in the same order, so that one aggregate gets one key", ev.e.name.v, group, andList(others), strings.Join(ev.types, ", "))
+		}
+	}
+}
+
+// knownType reports whether f's type resolves: a builtin, an enum, a declared type or a {go:}
+// type that was not refused.
+func (v *validator) knownType(f *fieldDecl) bool {
+	if f.goType != nil {
+		return !v.badGo[f]
+	}
+	if f.typ == nil {
+		return false
+	}
+	te := parseTypeExpr(f.typ.v)
+	return te.base == "enum" || isBuiltin(te.base) || v.types[te.base] != nil
 }
 
 // typeForKey names the type of a field that cannot be a key: float64, "[]string" (a list).
