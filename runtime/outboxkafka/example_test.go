@@ -3,18 +3,18 @@ package outboxkafka_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"log"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxgen/outboxgen/examples/events"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
 )
 
 // A relay process: every outbox event of the catalog goes to its topic, "outbox.<event type>",
-// keyed by the message header "order-id" where there is one and by the idempotency key
-// otherwise. (Compiled, not run: it needs a database and Kafka.)
+// keyed by the ordering key, or the idempotency key for messages without one. (Compiled, not
+// run: it needs a database and Kafka.)
 func Example() {
 	ctx := context.Background()
 	db, err := sql.Open("mysql", "app:secret@tcp(127.0.0.1:3306)/shop?parseTime=true")
@@ -27,11 +27,10 @@ func Example() {
 	}
 	defer cl.Close()
 
-	catalog := outbox.NewRouter() // usually events.NewRouter(nil), generated: only read, never run
-	catalog.Handle("order_paid", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
-
+	// Every outbox event of the catalog, with the catalog's policies. Register reads the
+	// generated router's event types and policies and never calls its handlers: nil will do.
 	relay := outbox.NewRouter()
-	if err := outboxkafka.Register(relay, cl, catalog, outboxkafka.WithKey(outboxkafka.KeyFromHeader("order-id"))); err != nil {
+	if err := outboxkafka.Register(relay, cl, events.NewRouter(nil)); err != nil {
 		log.Fatal(err)
 	}
 	w, err := outbox.NewWorker(db, relay, outbox.Config{})

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxgen/outboxgen/examples/events"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
 )
@@ -302,3 +303,24 @@ func TestRegister(t *testing.T) {
 }
 
 func nop(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
+
+// A generated catalog's router, built with nil handlers, is what Register reads: every outbox
+// event of the catalog (not its direct events), with the catalog's policies.
+func TestRegisterGeneratedCatalog(t *testing.T) {
+	t.Parallel()
+	cl := producer(t, cluster(t, 1, "outbox.welcome_email"))
+	catalog := events.NewRouter(nil)
+	relay := outbox.NewRouter()
+	if err := outboxkafka.Register(relay, cl, catalog); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got, want := strings.Join(relay.EventTypes(), ","), strings.Join(catalog.EventTypes(), ","); got != want || got != "payment_failed,welcome_email" {
+		t.Errorf("relay routes %s, want the catalog's outbox events %s (payment_failed,welcome_email)", got, want)
+	}
+	for _, et := range catalog.EventTypes() {
+		want, _ := catalog.Policy(et)
+		if got, _ := relay.Policy(et); got != want {
+			t.Errorf("%s: policy %+v, want the catalog's %+v", et, got, want)
+		}
+	}
+}

@@ -3,13 +3,13 @@ package outboxnats_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"log"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxgen/outboxgen/examples/events"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
 )
@@ -37,11 +37,10 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	catalog := outbox.NewRouter() // usually events.NewRouter(nil), generated: only read, never run
-	catalog.Handle("order_paid", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
-
+	// Every outbox event of the catalog, with the catalog's policies. Register reads the
+	// generated router's event types and policies and never calls its handlers: nil will do.
 	relay := outbox.NewRouter()
-	if err := outboxnats.Register(relay, js, catalog); err != nil {
+	if err := outboxnats.Register(relay, js, events.NewRouter(nil)); err != nil {
 		log.Fatal(err)
 	}
 	w, err := outbox.NewWorker(db, relay, outbox.Config{})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxgen/outboxgen/examples/events"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
 )
@@ -279,3 +280,24 @@ func TestRegister(t *testing.T) {
 }
 
 func nil2(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
+
+// A generated catalog's router, built with nil handlers, is what Register reads: every outbox
+// event of the catalog (not its direct events), with the catalog's policies.
+func TestRegisterGeneratedCatalog(t *testing.T) {
+	t.Parallel()
+	_, js := startNATS(t).connect(t)
+	catalog := events.NewRouter(nil)
+	relay := outbox.NewRouter()
+	if err := outboxnats.Register(relay, js, catalog); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got, want := strings.Join(relay.EventTypes(), ","), strings.Join(catalog.EventTypes(), ","); got != want || got != "payment_failed,welcome_email" {
+		t.Errorf("relay routes %s, want the catalog's outbox events %s (payment_failed,welcome_email)", got, want)
+	}
+	for _, et := range catalog.EventTypes() {
+		want, _ := catalog.Policy(et)
+		if got, _ := relay.Policy(et); got != want {
+			t.Errorf("%s: policy %+v, want the catalog's %+v", et, got, want)
+		}
+	}
+}
