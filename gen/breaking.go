@@ -24,9 +24,16 @@ import (
 //   - a field's type changed, unless every old value decodes as the new type (below);
 //   - an enum value removed;
 //   - idempotency_key changed or removed (adding one where there was none is safe: the old
-//     messages' msg:<id> keys matched nothing anyway).
+//     messages' msg:<id> keys matched nothing anyway);
+//   - ordering_key added, changed (other fields, or the same in another order) or removed, and
+//     the ordering group changed (ordering_group set, changed or removed, unless the group
+//     stays the same: the default is the event's wire name). The keys of new messages change,
+//     so old and new messages of one aggregate are no longer ordered together: an added key
+//     leaves the pending messages without one, a removed key hands new ones out concurrently.
+//     runtime/outboxkafka's record key (the ordering key, else the idempotency key) changes
+//     too, and with it the partition.
 //
-// Safe: a new event; a new optional field; a new enum value; descriptions; max_attempts,
+// Safe: a new event (ordered or not, in a group of its own or an existing one); a new optional field; a new enum value; descriptions; max_attempts,
 // backoff and timeout; field order; a direct event's payload (never stored, never relayed:
 // the compiler checks its callers); a field made optional; and these type changes, which
 // every stored value survives:
@@ -120,6 +127,7 @@ func (b *breaker) compare(om, nm *file) *BreakingReport {
 		default:
 			rep.Compared++
 			b.key(oe, ne)
+			b.ordering(oe, ne)
 			b.fields(fmt.Sprintf("event %q", ne.wire), ne.at, oe.fields, ne.fields)
 		}
 	}
@@ -153,6 +161,51 @@ func (b *breaker) key(oe, ne *event) {
 		return
 	}
 	b.ps.add(at, "event %q: idempotency_key changed from [%s] to [%s] (%s): new messages of a logical event get another key than its pending ones, so outbox.Once and JetStream's duplicate window no longer match them", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.keyAt))
+}
+
+func orderingNames(e *event) []string {
+	var out []string
+	for _, k := range e.orderingKey {
+		out = append(out, k.wire)
+	}
+	return out
+}
+
+// groupText names the ordering group of an ordered event, saying when it is the default.
+func groupText(e *event) string {
+	if e.groupAt == nil {
+		return fmt.Sprintf("%q (the default, its wire name)", e.group)
+	}
+	return fmt.Sprintf("%q", e.group)
+}
+
+// ordering compares the ordering key and group of an outbox event both versions declare.
+func (b *breaker) ordering(oe, ne *event) {
+	ok, nk := orderingNames(oe), orderingNames(ne)
+	switch {
+	case len(ok) == 0 && len(nk) == 0:
+		return
+	case len(ok) == 0:
+		b.ps.add(*ne.orderingAt, "event %q: ordering_key [%s] added: the messages pending from before have no ordering key, so a new message of an aggregate can be handled before or beside an older one, and runtime/outboxkafka's record key becomes the ordering key (another partition than the aggregate's older records); drain the event first (outboxgen status shows none pending)", ne.wire, strings.Join(nk, ", "))
+		return
+	case len(nk) == 0:
+		b.ps.add(ne.at, "event %q: ordering_key [%s] removed (%s): new messages are no longer handled one at a time in commit order, neither with each other nor with the pending messages of their key, and runtime/outboxkafka's record key becomes the idempotency key (another partition)", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.orderingAt))
+		return
+	}
+	const apart = "new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions"
+	if !slices.Equal(ok, nk) {
+		b.ps.add(*ne.orderingAt, "event %q: ordering_key changed from [%s] to [%s] (%s): %s", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.orderingAt), apart)
+	}
+	if oe.group != ne.group {
+		at, oldAt := *ne.orderingAt, *oe.orderingAt
+		if ne.groupAt != nil {
+			at = *ne.groupAt
+		}
+		if oe.groupAt != nil {
+			oldAt = *oe.groupAt
+		}
+		b.ps.add(at, "event %q: ordering group changed from %s to %s (%s): %s", ne.wire, groupText(oe), groupText(ne), b.oldLine(oldAt), apart)
+	}
 }
 
 // fields compares the fields of an event or a struct type; what names it, owner is where a

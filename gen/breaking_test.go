@@ -198,3 +198,96 @@ func TestBreakingInvalidCatalogs(t *testing.T) {
 		t.Errorf("an invalid old catalog: %T %v; want an AgainstError naming origin/main:events.yaml", err, err)
 	}
 }
+
+// orderingBase is the version every case of TestBreakingOrdering compares against.
+const orderingBase = `version: 1
+package: shop
+events:
+  order_placed:
+    fields: {order_id: string, customer: string}
+    ordering_key: [order_id]
+    ordering_group: orders
+  order_paid:
+    fields: {order_id: string, paid_at: time}
+    ordering_key: [order_id]
+    ordering_group: orders
+  cart_updated:
+    fields: {cart_id: int64, shopper: string}
+    ordering_key: [cart_id, shopper]
+  note_added:
+    fields: {order_id: string}
+`
+
+// TestBreakingOrdering is the table of ordering changes: the keys of new messages must stay
+// those of the pending messages of their aggregate, so that old and new are ordered together.
+func TestBreakingOrdering(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edits []string // old, new, ... applied to orderingBase, each exactly once
+		want  []string // the report, without the "events.yaml:" prefix; none = safe
+		added int
+	}{
+		// Safe.
+		{name: "unchanged"},
+		{name: "default group written out", edits: []string{"    ordering_key: [cart_id, shopper]\n", "    ordering_key: [cart_id, shopper]\n    ordering_group: cart_updated\n"}},
+		{name: "new event joins a group", edits: []string{"  note_added:\n", "  order_shipped:\n    fields: {order_id: string}\n    ordering_key: [order_id]\n    ordering_group: orders\n  note_added:\n"}, added: 1},
+		{name: "new ordered event of its own", edits: []string{"  note_added:\n", "  cart_emptied:\n    fields: {cart_id: int64}\n    ordering_key: cart_id\n  note_added:\n"}, added: 1},
+		{name: "one key field written as a scalar", edits: []string{"    ordering_key: [order_id]\n    ordering_group: orders\n  order_paid", "    ordering_key: order_id\n    ordering_group: orders\n  order_paid"}},
+		{name: "events reordered", edits: []string{"  cart_updated:\n    fields: {cart_id: int64, shopper: string}\n    ordering_key: [cart_id, shopper]\n", "", "events:\n", "events:\n  cart_updated:\n    fields: {cart_id: int64, shopper: string}\n    ordering_key: [cart_id, shopper]\n"}},
+		{name: "a non-key field added", edits: []string{"{order_id: string, customer: string}", "{order_id: string, customer: string, note: {type: string, optional: true}}"}},
+
+		// Breaking.
+		{name: "ordering key added", edits: []string{"    fields: {order_id: string}\n", "    fields: {order_id: string}\n    ordering_key: [order_id]\n    ordering_group: orders\n"}, want: []string{
+			`17:19: event "note_added": ordering_key [order_id] added: the messages pending from before have no ordering key, so a new message of an aggregate can be handled before or beside an older one, and runtime/outboxkafka's record key becomes the ordering key (another partition than the aggregate's older records); drain the event first (outboxgen status shows none pending)`,
+		}},
+		{name: "ordering key removed", edits: []string{"    ordering_key: [cart_id, shopper]\n", ""}, want: []string{
+			`12:3: event "cart_updated": ordering_key [cart_id, shopper] removed (line 14 of old.yaml): new messages are no longer handled one at a time in commit order, neither with each other nor with the pending messages of their key, and runtime/outboxkafka's record key becomes the idempotency key (another partition)`,
+		}},
+		{name: "ordering key and group removed", edits: []string{"    ordering_key: [order_id]\n    ordering_group: orders\n  order_paid", "  order_paid"}, want: []string{
+			`4:3: event "order_placed": ordering_key [order_id] removed (line 6 of old.yaml): new messages are no longer handled one at a time in commit order, neither with each other nor with the pending messages of their key, and runtime/outboxkafka's record key becomes the idempotency key (another partition)`,
+		}},
+		{name: "ordering key field changed", edits: []string{"[cart_id, shopper]", "[cart_id]"}, want: []string{
+			`14:19: event "cart_updated": ordering_key changed from [cart_id, shopper] to [cart_id] (line 14 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+		{name: "ordering key fields reordered", edits: []string{"[cart_id, shopper]", "[shopper, cart_id]"}, want: []string{
+			`14:19: event "cart_updated": ordering_key changed from [cart_id, shopper] to [shopper, cart_id] (line 14 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+		{name: "group changed", edits: []string{"    ordering_group: orders\n  order_paid", "    ordering_group: placements\n  order_paid"}, want: []string{
+			`7:21: event "order_placed": ordering group changed from "orders" to "placements" (line 7 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+		{name: "group removed, the default differs", edits: []string{"    ordering_group: orders\n  cart_updated", "  cart_updated"}, want: []string{
+			`10:19: event "order_paid": ordering group changed from "orders" to "order_paid" (the default, its wire name) (line 11 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+		{name: "group set on a default", edits: []string{"    ordering_key: [cart_id, shopper]\n", "    ordering_key: [cart_id, shopper]\n    ordering_group: carts\n"}, want: []string{
+			`15:21: event "cart_updated": ordering group changed from "cart_updated" (the default, its wire name) to "carts" (line 14 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+		{name: "key and group changed", edits: []string{"    ordering_key: [order_id]\n    ordering_group: orders\n  cart_updated", "    ordering_key: [paid_at]\n    ordering_group: payments\n  cart_updated"}, want: []string{
+			`10:19: event "order_paid": ordering_key changed from [order_id] to [paid_at] (line 10 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+			`11:21: event "order_paid": ordering group changed from "orders" to "payments" (line 11 of old.yaml): new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := orderingBase
+			for i := 0; i+1 < len(tc.edits); i += 2 {
+				if strings.Count(src, tc.edits[i]) != 1 {
+					t.Fatalf("edit %q does not match exactly once", tc.edits[i])
+				}
+				src = strings.Replace(src, tc.edits[i], tc.edits[i+1], 1)
+			}
+			rep, err := Breaking("events.yaml", []byte(src), "old.yaml", []byte(orderingBase))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			var got []string
+			for _, c := range rep.Changes {
+				got = append(got, strings.TrimPrefix(c.Error(), "events.yaml:"))
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("got:\n%s\nwant:\n%s\nnew catalog:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"), src)
+			}
+			if len(tc.want) == 0 && (rep.Compared != 4 || rep.Added != tc.added) {
+				t.Errorf("compared %d, added %d; want 4 and %d", rep.Compared, rep.Added, tc.added)
+			}
+		})
+	}
+}

@@ -131,7 +131,7 @@ HEAD:./events.yaml to the catalog's directory. In CI:
 Breaking: a removed event (a renamed one is removed and added), a delivery change, a removed
 field, a new field that is not optional, a field made required, a type changed to one that
 some stored value does not decode as, a removed enum value, a changed or removed
-idempotency_key. Safe: a new event, a new optional field, a new enum value, descriptions,
+idempotency_key, an ordering_key added, changed or removed, an ordering group changed. Safe: a new event, a new optional field, a new enum value, descriptions,
 max_attempts, backoff, timeout, field order, direct events' payloads, and widenings (int32 to
 int64, an enum to string, anything to json); the README has the table.
 `

@@ -135,6 +135,25 @@ func TestBreakingCommand(t *testing.T) {
 	}
 }
 
+// TestBreakingCommandOrdering: an ordering key added to an event with stored rows is
+// breaking (its pending messages have none, so old and new are not ordered together).
+func TestBreakingCommandOrdering(t *testing.T) {
+	writeCatalog(t, oldCatalog+"    ordering_key: [invoice_id]\n    ordering_group: invoices\n")
+	if err := os.WriteFile("old.yaml", []byte(oldCatalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run("breaking", "--against", "old.yaml")
+	want := `events.yaml:9:19: event "invoice_sent": ordering_key [invoice_id] added: the messages pending from before have no ordering key, so a new message of an aggregate can be handled before or beside an older one, and runtime/outboxkafka's record key becomes the ordering key (another partition than the aggregate's older records); drain the event first (outboxgen status shows none pending)` + "\n"
+	if code != 1 || out != want || errOut != "" {
+		t.Errorf("breaking: exit %d, stdout %q, stderr %q; want 1 and %q", code, out, errOut, want)
+	}
+	// The other way round, the key is removed: reported at the event, naming the old line.
+	code, out, _ = run("breaking", "-f", "old.yaml", "--against", "events.yaml")
+	if want := `old.yaml:7:3: event "invoice_sent": ordering_key [invoice_id] removed (line 9 of events.yaml)`; code != 1 || !strings.HasPrefix(out, want) {
+		t.Errorf("breaking, key removed: exit %d, stdout %q; want 1 and %q...", code, out, want)
+	}
+}
+
 func mustGetwd(t *testing.T) string {
 	t.Helper()
 	wd, err := os.Getwd()
