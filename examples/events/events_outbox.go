@@ -295,6 +295,421 @@ func decodePaymentFailed(payload json.RawMessage) (PaymentFailed, error) {
 	return e, c.err()
 }
 
+// OrderPlaced is the payload of the "order_placed" event (delivery: outbox).
+//
+// A customer placed an order.
+type OrderPlaced struct {
+	OrderID       int64  `json:"order_id"`
+	CustomerEmail string `json:"customer_email"`
+	Total         Money  `json:"total"`
+}
+
+// EventType returns "order_placed", the wire name stored with the message. It never
+// changes with Go names.
+func (OrderPlaced) EventType() string {
+	return "order_placed"
+}
+
+// IdempotencyKey identifies this logical event by order_id: "order_placed" followed by
+// ":<byte length>:<value>" for each key field, so payloads that differ in a key field
+// never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
+// text.
+func (e OrderPlaced) IdempotencyKey() string {
+	return idempotencyKey("order_placed", strconv.FormatInt(e.OrderID, 10))
+}
+
+// OrderingKey puts the message in its key's order: the messages of ordering group
+// "orders" with equal order_id are handled one at a time, in the order their enqueuing
+// transactions committed (not in id order), and a failing one holds the later ones back
+// while it is retried; messages of other keys run concurrently. order_paid and
+// order_shipped share the group: the messages of one key are ordered together, whichever
+// of these events they are. Handlers see it as Delivery.OrderingKey.
+//
+// The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
+// IdempotencyKey, so different values never share a key, nor do different groups (a group
+// name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
+// of that text.
+func (e OrderPlaced) OrderingKey() string {
+	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+}
+
+// Validate returns every problem with e: enum fields outside their values and strings
+// that are not valid UTF-8 (encoding/json would store U+FFFD instead of their bytes).
+func (e OrderPlaced) Validate() error {
+	var errs []error
+	if !utf8.ValidString(e.CustomerEmail) {
+		errs = append(errs, errors.New("order_placed: customer_email is not valid UTF-8"))
+	}
+	if err := e.Total.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("order_placed: total: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// OrderPlacedHandler handles "order_placed" events.
+type OrderPlacedHandler interface {
+	// HandleOrderPlaced handles one delivery. Returning nil marks it done; an error retries
+	// it (outbox.Permanent(err) fails it at once). Delivery is at-least-once: effects that
+	// must not repeat check d.IdempotencyKey (outbox.Once).
+	//
+	// Messages of one ordering key (d.OrderingKey, see OrderPlaced.OrderingKey) reach it one
+	// at a time, in the order they were committed: while one fails and waits for its retry,
+	// the later ones of its key wait too.
+	HandleOrderPlaced(ctx context.Context, e OrderPlaced, d outbox.Delivery) error
+}
+
+// EnqueueOrderPlaced validates e and inserts it into outbox_messages on tx, the caller's
+// transaction: workers see it only after the caller commits, and it is gone if the caller
+// rolls back. It never begins, commits or rolls back a transaction itself.
+//
+// The message takes its place in its key's order (see OrderingKey) when tx commits. Until
+// tx ends, the key stays locked: another transaction enqueueing a message of the same key
+// waits for this one to commit or roll back, which is what makes the order follow commit
+// order. Keep the enqueue late in a short transaction, and take it and your own row locks
+// in the same order on every code path, or two transactions can deadlock (README,
+// "Ordering per key").
+func EnqueueOrderPlaced(ctx context.Context, tx outbox.DBTX, e OrderPlaced, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("order_placed: encode payload: %w", err)
+	}
+	return outbox.Enqueue(ctx, tx, outbox.Message{
+		EventType:      e.EventType(),
+		Payload:        payload,
+		IdempotencyKey: e.IdempotencyKey(),
+		MaxAttempts:    10,
+		OrderingKey:    e.OrderingKey(),
+	}, opts...)
+}
+
+// RegisterOrderPlaced routes "order_placed" messages to h with the catalog's max_attempts
+// 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the rest). A
+// payload that does not decode, lacks a field that is not optional, or holds an enum
+// value outside the catalog fails permanently and never reaches h (see
+// decodeOrderPlaced); unknown JSON fields are ignored, so an older catalog reads rows a
+// newer one wrote.
+func RegisterOrderPlaced(r *outbox.Router, h OrderPlacedHandler) {
+	r.Handle("order_placed", outbox.Policy{
+		MaxAttempts: 10,
+		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:     time.Minute,
+	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		e, err := decodeOrderPlaced(payload)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("order_placed: %w", err))
+		}
+		return h.HandleOrderPlaced(ctx, e, d)
+	})
+}
+
+// decodeOrderPlaced decodes a stored order_placed payload for its handler. Beyond
+// json.Unmarshal, it fails a payload that no EnqueueOrderPlaced of this catalog wrote: a
+// field that is not optional is missing (renamed in the catalog while the row was
+// pending) or null, or an enum holds a value the catalog does not list. Optional fields
+// may be absent or null; unknown fields are ignored.
+func decodeOrderPlaced(payload json.RawMessage) (OrderPlaced, error) {
+	var e OrderPlaced
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return e, fmt.Errorf("decode payload: %w", err)
+	}
+	c := &payloadCheck{}
+	if o, ok := c.object("", payload); ok {
+		o.required("order_id")
+		o.required("customer_email")
+		if v := o.required("total"); v != nil {
+			checkMoneyJSON(c, o.path("total"), v)
+		}
+	}
+	return e, c.err()
+}
+
+// OrderPaid is the payload of the "order_paid" event (delivery: outbox).
+//
+// An order's payment was captured.
+type OrderPaid struct {
+	OrderID   int64  `json:"order_id"`
+	PaymentID string `json:"payment_id"`
+	Amount    Money  `json:"amount"`
+}
+
+// EventType returns "order_paid", the wire name stored with the message. It never changes
+// with Go names.
+func (OrderPaid) EventType() string {
+	return "order_paid"
+}
+
+// IdempotencyKey identifies this logical event by payment_id: "order_paid" followed by
+// ":<byte length>:<value>" for each key field, so payloads that differ in a key field
+// never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
+// text.
+func (e OrderPaid) IdempotencyKey() string {
+	return idempotencyKey("order_paid", e.PaymentID)
+}
+
+// OrderingKey puts the message in its key's order: the messages of ordering group
+// "orders" with equal order_id are handled one at a time, in the order their enqueuing
+// transactions committed (not in id order), and a failing one holds the later ones back
+// while it is retried; messages of other keys run concurrently. order_placed and
+// order_shipped share the group: the messages of one key are ordered together, whichever
+// of these events they are. Handlers see it as Delivery.OrderingKey.
+//
+// The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
+// IdempotencyKey, so different values never share a key, nor do different groups (a group
+// name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
+// of that text.
+func (e OrderPaid) OrderingKey() string {
+	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+}
+
+// Validate returns every problem with e: enum fields outside their values, strings that
+// are not valid UTF-8 (encoding/json would store U+FFFD instead of their bytes) and empty
+// key strings.
+func (e OrderPaid) Validate() error {
+	var errs []error
+	if e.PaymentID == "" {
+		errs = append(errs, errors.New("order_paid: payment_id is empty; it is part of the idempotency key"))
+	}
+	if !utf8.ValidString(e.PaymentID) {
+		errs = append(errs, errors.New("order_paid: payment_id is not valid UTF-8"))
+	}
+	if err := e.Amount.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("order_paid: amount: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// OrderPaidHandler handles "order_paid" events.
+type OrderPaidHandler interface {
+	// HandleOrderPaid handles one delivery. Returning nil marks it done; an error retries it
+	// (outbox.Permanent(err) fails it at once). Delivery is at-least-once: effects that must
+	// not repeat check d.IdempotencyKey (outbox.Once).
+	//
+	// Messages of one ordering key (d.OrderingKey, see OrderPaid.OrderingKey) reach it one at
+	// a time, in the order they were committed: while one fails and waits for its retry, the
+	// later ones of its key wait too.
+	HandleOrderPaid(ctx context.Context, e OrderPaid, d outbox.Delivery) error
+}
+
+// EnqueueOrderPaid validates e and inserts it into outbox_messages on tx, the caller's
+// transaction: workers see it only after the caller commits, and it is gone if the caller
+// rolls back. It never begins, commits or rolls back a transaction itself.
+//
+// The message takes its place in its key's order (see OrderingKey) when tx commits. Until
+// tx ends, the key stays locked: another transaction enqueueing a message of the same key
+// waits for this one to commit or roll back, which is what makes the order follow commit
+// order. Keep the enqueue late in a short transaction, and take it and your own row locks
+// in the same order on every code path, or two transactions can deadlock (README,
+// "Ordering per key").
+func EnqueueOrderPaid(ctx context.Context, tx outbox.DBTX, e OrderPaid, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("order_paid: encode payload: %w", err)
+	}
+	return outbox.Enqueue(ctx, tx, outbox.Message{
+		EventType:      e.EventType(),
+		Payload:        payload,
+		IdempotencyKey: e.IdempotencyKey(),
+		MaxAttempts:    10,
+		OrderingKey:    e.OrderingKey(),
+	}, opts...)
+}
+
+// RegisterOrderPaid routes "order_paid" messages to h with the catalog's max_attempts 10,
+// backoff from 1s up to 1h, timeout 1m (the runtime's default for the rest). A payload
+// that does not decode, lacks a field that is not optional, or holds an enum value
+// outside the catalog fails permanently and never reaches h (see decodeOrderPaid);
+// unknown JSON fields are ignored, so an older catalog reads rows a newer one wrote.
+func RegisterOrderPaid(r *outbox.Router, h OrderPaidHandler) {
+	r.Handle("order_paid", outbox.Policy{
+		MaxAttempts: 10,
+		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:     time.Minute,
+	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		e, err := decodeOrderPaid(payload)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("order_paid: %w", err))
+		}
+		return h.HandleOrderPaid(ctx, e, d)
+	})
+}
+
+// decodeOrderPaid decodes a stored order_paid payload for its handler. Beyond
+// json.Unmarshal, it fails a payload that no EnqueueOrderPaid of this catalog wrote: a
+// field that is not optional is missing (renamed in the catalog while the row was
+// pending) or null, or an enum holds a value the catalog does not list. Optional fields
+// may be absent or null; unknown fields are ignored.
+func decodeOrderPaid(payload json.RawMessage) (OrderPaid, error) {
+	var e OrderPaid
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return e, fmt.Errorf("decode payload: %w", err)
+	}
+	c := &payloadCheck{}
+	if o, ok := c.object("", payload); ok {
+		o.required("order_id")
+		o.required("payment_id")
+		if v := o.required("amount"); v != nil {
+			checkMoneyJSON(c, o.path("amount"), v)
+		}
+	}
+	return e, c.err()
+}
+
+// OrderShippedCarrier is the enum of field "order_shipped.carrier".
+type OrderShippedCarrier string
+
+// Values of OrderShippedCarrier.
+const (
+	OrderShippedCarrierDhl  OrderShippedCarrier = "dhl"
+	OrderShippedCarrierUps  OrderShippedCarrier = "ups"
+	OrderShippedCarrierPost OrderShippedCarrier = "post"
+)
+
+// Validate returns an error unless v is one of the values of OrderShippedCarrier.
+func (v OrderShippedCarrier) Validate() error {
+	switch v {
+	case OrderShippedCarrierDhl, OrderShippedCarrierUps, OrderShippedCarrierPost:
+		return nil
+	}
+	return fmt.Errorf("invalid OrderShippedCarrier %q (want dhl, ups or post)", string(v))
+}
+
+// OrderShipped is the payload of the "order_shipped" event (delivery: outbox).
+//
+// An order left the warehouse.
+type OrderShipped struct {
+	OrderID        int64               `json:"order_id"`
+	Carrier        OrderShippedCarrier `json:"carrier"`
+	TrackingNumber string              `json:"tracking_number"`
+}
+
+// EventType returns "order_shipped", the wire name stored with the message. It never
+// changes with Go names.
+func (OrderShipped) EventType() string {
+	return "order_shipped"
+}
+
+// IdempotencyKey identifies this logical event by order_id: "order_shipped" followed by
+// ":<byte length>:<value>" for each key field, so payloads that differ in a key field
+// never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
+// text.
+func (e OrderShipped) IdempotencyKey() string {
+	return idempotencyKey("order_shipped", strconv.FormatInt(e.OrderID, 10))
+}
+
+// OrderingKey puts the message in its key's order: the messages of ordering group
+// "orders" with equal order_id are handled one at a time, in the order their enqueuing
+// transactions committed (not in id order), and a failing one holds the later ones back
+// while it is retried; messages of other keys run concurrently. order_placed and
+// order_paid share the group: the messages of one key are ordered together, whichever of
+// these events they are. Handlers see it as Delivery.OrderingKey.
+//
+// The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
+// IdempotencyKey, so different values never share a key, nor do different groups (a group
+// name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
+// of that text.
+func (e OrderShipped) OrderingKey() string {
+	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+}
+
+// Validate returns every problem with e: enum fields outside their values and strings
+// that are not valid UTF-8 (encoding/json would store U+FFFD instead of their bytes).
+func (e OrderShipped) Validate() error {
+	var errs []error
+	if err := e.Carrier.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("order_shipped: carrier: %w", err))
+	}
+	if !utf8.ValidString(e.TrackingNumber) {
+		errs = append(errs, errors.New("order_shipped: tracking_number is not valid UTF-8"))
+	}
+	return errors.Join(errs...)
+}
+
+// OrderShippedHandler handles "order_shipped" events.
+type OrderShippedHandler interface {
+	// HandleOrderShipped handles one delivery. Returning nil marks it done; an error retries
+	// it (outbox.Permanent(err) fails it at once). Delivery is at-least-once: effects that
+	// must not repeat check d.IdempotencyKey (outbox.Once).
+	//
+	// Messages of one ordering key (d.OrderingKey, see OrderShipped.OrderingKey) reach it one
+	// at a time, in the order they were committed: while one fails and waits for its retry,
+	// the later ones of its key wait too.
+	HandleOrderShipped(ctx context.Context, e OrderShipped, d outbox.Delivery) error
+}
+
+// EnqueueOrderShipped validates e and inserts it into outbox_messages on tx, the caller's
+// transaction: workers see it only after the caller commits, and it is gone if the caller
+// rolls back. It never begins, commits or rolls back a transaction itself.
+//
+// The message takes its place in its key's order (see OrderingKey) when tx commits. Until
+// tx ends, the key stays locked: another transaction enqueueing a message of the same key
+// waits for this one to commit or roll back, which is what makes the order follow commit
+// order. Keep the enqueue late in a short transaction, and take it and your own row locks
+// in the same order on every code path, or two transactions can deadlock (README,
+// "Ordering per key").
+func EnqueueOrderShipped(ctx context.Context, tx outbox.DBTX, e OrderShipped, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("order_shipped: encode payload: %w", err)
+	}
+	return outbox.Enqueue(ctx, tx, outbox.Message{
+		EventType:      e.EventType(),
+		Payload:        payload,
+		IdempotencyKey: e.IdempotencyKey(),
+		MaxAttempts:    10,
+		OrderingKey:    e.OrderingKey(),
+	}, opts...)
+}
+
+// RegisterOrderShipped routes "order_shipped" messages to h with the catalog's
+// max_attempts 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
+// rest). A payload that does not decode, lacks a field that is not optional, or holds an
+// enum value outside the catalog fails permanently and never reaches h (see
+// decodeOrderShipped); unknown JSON fields are ignored, so an older catalog reads rows a
+// newer one wrote.
+func RegisterOrderShipped(r *outbox.Router, h OrderShippedHandler) {
+	r.Handle("order_shipped", outbox.Policy{
+		MaxAttempts: 10,
+		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:     time.Minute,
+	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		e, err := decodeOrderShipped(payload)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("order_shipped: %w", err))
+		}
+		return h.HandleOrderShipped(ctx, e, d)
+	})
+}
+
+// decodeOrderShipped decodes a stored order_shipped payload for its handler. Beyond
+// json.Unmarshal, it fails a payload that no EnqueueOrderShipped of this catalog wrote: a
+// field that is not optional is missing (renamed in the catalog while the row was
+// pending) or null, or an enum holds a value the catalog does not list. Optional fields
+// may be absent or null; unknown fields are ignored.
+func decodeOrderShipped(payload json.RawMessage) (OrderShipped, error) {
+	var e OrderShipped
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return e, fmt.Errorf("decode payload: %w", err)
+	}
+	c := &payloadCheck{}
+	if o, ok := c.object("", payload); ok {
+		o.required("order_id")
+		if v := o.required("carrier"); v != nil {
+			c.enum(o.path("carrier"), v, "dhl", "ups", "post")
+		}
+		o.required("tracking_number")
+	}
+	return e, c.err()
+}
+
 // OpsDBWriteFailed is the payload of the "ops_db_write_failed" event (delivery: direct).
 //
 // An operation succeeded outside the database but recording it failed. It reports a
@@ -355,6 +770,9 @@ func SendOpsDBWriteFailed(ctx context.Context, h OpsDBWriteFailedHandler, e OpsD
 type Handlers interface {
 	WelcomeEmailHandler
 	PaymentFailedHandler
+	OrderPlacedHandler
+	OrderPaidHandler
+	OrderShippedHandler
 }
 
 // NewRouter returns a router that sends each outbox event of the catalog to h, with the
@@ -363,6 +781,9 @@ func NewRouter(h Handlers) *outbox.Router {
 	r := outbox.NewRouter()
 	RegisterWelcomeEmail(r, h)
 	RegisterPaymentFailed(r, h)
+	RegisterOrderPlaced(r, h)
+	RegisterOrderPaid(r, h)
+	RegisterOrderShipped(r, h)
 	return r
 }
 
@@ -384,6 +805,26 @@ func idempotencyKey(eventType string, values ...string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// orderingKey writes group, then ":<byte length>:<value>" per value, as idempotencyKey
+// does. Longer than 191 bytes (the indexed column), the text is hashed and the group
+// kept: "<group>:sha256:<hex>", so keys of different groups still differ.
+func orderingKey(group string, values ...string) string {
+	var b strings.Builder
+	b.WriteString(group)
+	for _, v := range values {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	key := b.String()
+	if len(key) <= 191 {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return group + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 // payloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal

@@ -151,3 +151,26 @@ func TestSendDirectRetriesWithinBounds(t *testing.T) {
 		}
 	})
 }
+
+// An order's three events share the ordering group "orders": equal order ids give one key,
+// whichever event carries it, so the order's events are handled in commit order together.
+func TestOrderingKeys(t *testing.T) {
+	placed := events.OrderPlaced{OrderID: 42, CustomerEmail: "a@example.com", Total: events.Money{Amount: 990, Currency: events.MoneyCurrencyEUR}}
+	paid := events.OrderPaid{OrderID: 42, PaymentID: "pay-1", Amount: placed.Total}
+	shipped := events.OrderShipped{OrderID: 42, Carrier: events.OrderShippedCarrierDhl, TrackingNumber: "JD0001"}
+	for _, k := range []string{placed.OrderingKey(), paid.OrderingKey(), shipped.OrderingKey()} {
+		if k != "orders:2:42" {
+			t.Fatalf("ordering key %q, want orders:2:42 for every event of order 42 (keys are stored: the format must not drift)", k)
+		}
+	}
+	if k := (events.OrderPaid{OrderID: 4, PaymentID: "pay-2"}).OrderingKey(); k != "orders:1:4" {
+		t.Errorf("order 4's key = %q, want orders:1:4", k)
+	}
+	// The idempotency keys stay per event: a payment and its order are different logical events.
+	if placed.IdempotencyKey() != "order_placed:2:42" || paid.IdempotencyKey() != "order_paid:5:pay-1" {
+		t.Errorf("idempotency keys %q and %q", placed.IdempotencyKey(), paid.IdempotencyKey())
+	}
+	if _, err := events.EnqueueOrderPaid(context.Background(), nil, events.OrderPaid{OrderID: 42, Amount: placed.Total}); err == nil || !strings.Contains(err.Error(), "order_paid: payment_id is empty; it is part of the idempotency key") {
+		t.Errorf("an order_paid without its payment id: %v", err)
+	}
+}
