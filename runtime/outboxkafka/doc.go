@@ -37,8 +37,10 @@
 //     then the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
 //     reserves, so no header of the message can collide with them): outbox-message-id (the row
 //     id), outbox-event-type, outbox-idempotency-key, outbox-attempt (1 on the first delivery),
-//     outbox-enqueued-at (RFC 3339 with nanoseconds, UTC) and outbox-ordering-key (only when the
-//     message has one). WithMetadataPrefix("") leaves the metadata out.
+//     outbox-enqueued-at (RFC 3339 with nanoseconds, UTC), outbox-ordering-key (only when the
+//     message has one) and outbox-source (only with WithSource: the database a relay of several
+//     reads, since message ids and "msg:<id>" are unique per database only).
+//     WithMetadataPrefix("") leaves the metadata out.
 //   - Timestamp: the client's (the produce time), not the enqueue time, which is in
 //     outbox-enqueued-at.
 //

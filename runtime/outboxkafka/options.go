@@ -25,6 +25,7 @@ type config struct {
 	topic      func(eventType string) string
 	key        KeyFunc
 	metaPrefix string
+	source     string
 }
 
 func newConfig(opts []Option) config {
@@ -69,4 +70,12 @@ func KeyFromHeader(name string) KeyFunc {
 // and then the record carries both.
 func WithMetadataPrefix(prefix string) Option {
 	return func(c *config) { c.metaPrefix = prefix }
+}
+
+// WithSource names the database this relay reads (a shard, a region), for relays of several
+// databases into one topic: the metadata gets prefix + "source", so consumers can tell the
+// "msg:<id>" keys of two databases apart (ids are per database) and deduplicate on the pair.
+// The name is 1 to 64 ASCII letters, digits and the characters -_.: (Register refuses another).
+func WithSource(name string) Option {
+	return func(c *config) { c.source = name }
 }

@@ -106,7 +106,7 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	headers := make([]kgo.RecordHeader, 0, len(names)+6)
+	headers := make([]kgo.RecordHeader, 0, len(names)+7)
 	for _, k := range names {
 		headers = append(headers, kgo.RecordHeader{Key: k, Value: []byte(d.Headers[k])})
 	}
@@ -120,6 +120,12 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 		)
 		if d.OrderingKey != "" {
 			headers = append(headers, kgo.RecordHeader{Key: mp + "ordering-key", Value: []byte(d.OrderingKey)})
+		}
+		if src := p.cfg.source; src != "" {
+			if err := checkSource(src); err != nil {
+				return nil, err
+			}
+			headers = append(headers, kgo.RecordHeader{Key: mp + "source", Value: []byte(src)})
 		}
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: payload, Headers: headers}, nil

@@ -3,6 +3,7 @@ package outboxkafka
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
@@ -45,6 +46,9 @@ func Register(r *outbox.Router, cl Producer, events Events, opts ...Option) erro
 	if r == nil || cl == nil || events == nil {
 		return errors.New("outboxkafka: Register: nil router, client or events")
 	}
+	if err := checkSource(newConfig(opts).source); err != nil {
+		return err
+	}
 	types := events.EventTypes()
 	if len(types) == 0 {
 		return errors.New("outboxkafka: Register: no event types to relay")
@@ -71,6 +75,16 @@ func Register(r *outbox.Router, cl Producer, events Events, opts ...Option) erro
 	}
 	for i, t := range types {
 		r.Handle(t, policies[i], p.Handle)
+	}
+	return nil
+}
+
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// checkSource accepts WithSource's name: "" (no source) or 1 to 64 of [A-Za-z0-9_.:-].
+func checkSource(name string) error {
+	if name != "" && !sourceName.MatchString(name) {
+		return fmt.Errorf("outboxkafka: WithSource(%.80q): want 1 to 64 characters of [A-Za-z0-9_.:-]", name)
 	}
 	return nil
 }

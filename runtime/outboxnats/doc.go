@@ -29,15 +29,16 @@
 //     stream's subjects, "outbox.>" say, can be written knowing what will arrive.
 //   - Data: the payload, byte for byte as enqueued (JSON).
 //   - Nats-Msg-Id: Delivery.IdempotencyKey: the key of the message, or "msg:<id>" when it was
-//     enqueued without one.
+//     enqueued without one; with WithSource(name), name + "/" + that key.
 //   - Headers: every header of the message (outbox.Header, the trace context that
 //     runtime/outboxotel writes: traceparent, tracestate, baggage) under its own name, then
 //     the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
 //     reserves, so no header of the message can collide with them):
 //     outbox-message-id (the row id), outbox-event-type, outbox-idempotency-key, outbox-attempt
-//     (1 on the first delivery), outbox-enqueued-at (RFC 3339 with nanoseconds, UTC) and
-//     outbox-ordering-key (only when the message has one). WithMetadataPrefix("") leaves the
-//     metadata out. NATS trims spaces at both ends of a header value.
+//     (1 on the first delivery), outbox-enqueued-at (RFC 3339 with nanoseconds, UTC),
+//     outbox-ordering-key (only when the message has one) and outbox-source (only with
+//     WithSource). WithMetadataPrefix("") leaves the metadata out. NATS trims spaces at both
+//     ends of a header value.
 //
 // # What the duplicate window covers
 //
@@ -55,7 +56,9 @@
 // message to JetStream, whatever their event types. Keys that generated code writes begin with
 // the event type and "msg:<id>" is unique, so only hand-written keys shared across types can
 // collide; the same key enqueued twice for one event is the same logical event, and JetStream
-// keeps the first (within the window).
+// keeps the first (within the window). Message ids, and so "msg:<id>", are unique per database
+// only: when relays of several databases (shards) publish into one stream, give each its
+// WithSource name, or the second database's msg:17 is dropped as a duplicate of the first's.
 //
 // # Errors
 //

@@ -20,6 +20,7 @@ type config struct {
 	subject    func(eventType string) string
 	metaPrefix string
 	ackTimeout time.Duration
+	source     string
 }
 
 func newConfig(opts []Option) config {
@@ -64,4 +65,13 @@ func WithAckTimeout(d time.Duration) Option {
 			c.ackTimeout = d
 		}
 	}
+}
+
+// WithSource names the database this relay reads (a shard, a region), for relays of several
+// databases into one stream: the Nats-Msg-Id becomes source + "/" + the idempotency key, so the
+// "msg:<id>" keys of two databases (ids are per database) are not taken for duplicates of each
+// other, and the metadata gets prefix + "source". The name is 1 to 64 ASCII letters, digits
+// and the characters -_.: (Register refuses another).
+func WithSource(name string) Option {
+	return func(c *config) { c.source = name }
 }

@@ -92,7 +92,7 @@ func (p *Publisher) Publish(ctx context.Context, payload json.RawMessage, d outb
 // message builds the NATS message of a delivery: the payload as the data, the message's
 // headers, the metadata and Nats-Msg-Id.
 func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.Delivery) (*nats.Msg, error) {
-	h := make(nats.Header, len(d.Headers)+7)
+	h := make(nats.Header, len(d.Headers)+8)
 	for k, v := range d.Headers {
 		switch {
 		case strings.ContainsRune(k, ':'):
@@ -116,7 +116,17 @@ func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.De
 		// The worker always sets it ("msg:<id>" without a key); a hand-made Delivery might not.
 		return nil, errors.New("empty IdempotencyKey: Nats-Msg-Id needs one")
 	}
-	h.Set(jetstream.MsgIDHeader, d.IdempotencyKey)
+	msgID := d.IdempotencyKey
+	if src := p.cfg.source; src != "" {
+		if err := checkSource(src); err != nil {
+			return nil, err
+		}
+		msgID = src + "/" + msgID
+		if mp := p.cfg.metaPrefix; mp != "" {
+			h.Set(mp+"source", src)
+		}
+	}
+	h.Set(jetstream.MsgIDHeader, msgID)
 	return &nats.Msg{Subject: subject, Data: payload, Header: h}, nil
 }
 

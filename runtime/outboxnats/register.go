@@ -3,6 +3,7 @@ package outboxnats
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -48,6 +49,9 @@ func Register(r *outbox.Router, js jetstream.Publisher, events Events, opts ...O
 	if r == nil || js == nil || events == nil {
 		return errors.New("outboxnats: Register: nil router, JetStream or events")
 	}
+	if err := checkSource(newConfig(opts).source); err != nil {
+		return err
+	}
 	types := events.EventTypes()
 	if len(types) == 0 {
 		return errors.New("outboxnats: Register: no event types to relay")
@@ -74,6 +78,16 @@ func Register(r *outbox.Router, js jetstream.Publisher, events Events, opts ...O
 	}
 	for i, t := range types {
 		r.Handle(t, policies[i], p.Handle)
+	}
+	return nil
+}
+
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// checkSource accepts WithSource's name: "" (no source) or 1 to 64 of [A-Za-z0-9_.:-].
+func checkSource(name string) error {
+	if name != "" && !sourceName.MatchString(name) {
+		return fmt.Errorf("outboxnats: WithSource(%.80q): want 1 to 64 characters of [A-Za-z0-9_.:-]", name)
 	}
 	return nil
 }
