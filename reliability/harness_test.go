@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ const (
 	eventType = "rel.msg"    // handled by relworker
 	nobody    = "rel.nobody" // handled by no worker: must stay PENDING, never claimed
 )
+
+// orderedTypes are handled by relworker -ordered (its OrderedTypes): the ordering scenarios'
+// two event types, sharing their keys' order.
+var orderedTypes = []string{"rel.ord.placed", "rel.ord.paid"}
 
 var (
 	srv       *server.Server
@@ -122,7 +127,14 @@ type env struct {
 	seq        atomic.Int64
 	enqErrors  atomic.Int64
 	incarnated map[string]int
-	killed     map[string]bool // incarnations the suite killed with SIGKILL
+	killed     map[string]bool  // incarnations the suite killed with SIGKILL
+	killedAt   map[string]int64 // when each of them was gone (UnixNano, after the kill was reaped)
+
+	// The ordering scenarios (ordering_test.go): deadlocks (1213) the enqueuers hit, and
+	// sabotage: enqueue without outbox.Message.OrderingKey while recording the key and the
+	// commit order as usual (the control that the order checks can fail).
+	deadlocks atomic.Int64
+	sabotage  bool
 
 	bin     string   // worker binary; workerBin unless a test swaps it
 	procEnv []string // extra environment of the worker processes
@@ -149,7 +161,7 @@ func newEnv(t *testing.T, name string) *env {
 		}
 	}
 	dir := t.TempDir()
-	e := &env{t: t, name: name, dbName: dbName, db: db, dir: dir, incarnated: map[string]int{}, killed: map[string]bool{}, bin: workerBin}
+	e := &env{t: t, name: name, dbName: dbName, db: db, dir: dir, incarnated: map[string]int{}, killed: map[string]bool{}, killedAt: map[string]int64{}, bin: workerBin}
 	t.Cleanup(func() {
 		e.stopAll(false)
 		db.Close()
@@ -211,6 +223,9 @@ type spec struct {
 	EventType   string
 	MaxAttempts int
 	Expect      ledger.Expect
+	// OrderingKey makes the message ordered (outbox.Message.OrderingKey); enqueueTx then also
+	// records its place in the key's commit order (see commitPositions).
+	OrderingKey string
 }
 
 func okMsg(ms int) spec {
@@ -231,7 +246,7 @@ func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 		if m.Expect == "" {
 			m.Expect = ledger.ExpectSent
 		}
-		recs[i] = ledger.Enqueued{Key: keys[i], State: ledger.RolledBack, Expect: m.Expect}
+		recs[i] = ledger.Enqueued{Key: keys[i], State: ledger.RolledBack, Expect: m.Expect, OrderingKey: m.OrderingKey}
 	}
 	record := func(s ledger.State) {
 		e.mu.Lock()
@@ -270,13 +285,26 @@ func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 		if et == "" {
 			et = eventType
 		}
+		okey := m.OrderingKey
+		if e.sabotage {
+			okey = "" // the control: the runtime is not told the key
+		}
 		if _, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: et, Payload: payload,
-			IdempotencyKey: keys[i], MaxAttempts: m.MaxAttempts}); err != nil {
+			IdempotencyKey: keys[i], MaxAttempts: m.MaxAttempts, OrderingKey: okey}); err != nil {
 			rbErr := tx.Rollback()
 			record(ledger.Aborted)
 			e.enqErrors.Add(1)
+			if strings.Contains(err.Error(), "1213") {
+				e.deadlocks.Add(1)
+			}
 			return errors.Join(err, rbErr)
 		}
+	}
+	if err := e.commitPositions(ctx, tx, msgs, recs); err != nil {
+		rbErr := tx.Rollback()
+		record(ledger.Aborted)
+		e.enqErrors.Add(1)
+		return errors.Join(err, rbErr)
 	}
 	if rollback {
 		if err := tx.Rollback(); err != nil {
@@ -292,6 +320,48 @@ func (e *env) enqueueTx(ctx context.Context, msgs []spec, rollback bool) error {
 		return err
 	}
 	record(ledger.Committed)
+	return nil
+}
+
+// commitPositions records, for the ordered messages of a transaction, their place in their
+// key's commit order (Enqueued.Index): after the enqueues, for each key of the transaction in
+// key order, it reads the key's business counter (rel_biz, see setupOrdering) under a row lock
+// held until the transaction ends and adds the transaction's messages of that key to it.
+// Whatever else serialises the key, that lock makes the counter the commit order: a
+// transaction reads what the ones committed before it added, and a rolled-back one adds
+// nothing. Within a transaction the messages keep their enqueue order.
+func (e *env) commitPositions(ctx context.Context, tx *sql.Tx, msgs []spec, recs []ledger.Enqueued) error {
+	count := map[string]int64{}
+	for _, m := range msgs {
+		if m.OrderingKey != "" {
+			count[m.OrderingKey]++
+		}
+	}
+	if len(count) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	base := map[string]int64{}
+	for _, k := range keys {
+		var n int64
+		if err := tx.QueryRowContext(ctx, "SELECT n FROM rel_biz WHERE k = ? FOR UPDATE", k).Scan(&n); err != nil {
+			return fmt.Errorf("business row %s: %w", k, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE rel_biz SET n = n + ? WHERE k = ?", count[k], k); err != nil {
+			return fmt.Errorf("business row %s: %w", k, err)
+		}
+		base[k] = n
+	}
+	for i, m := range msgs {
+		if k := m.OrderingKey; k != "" {
+			base[k]++
+			recs[i].Index = base[k]
+		}
+	}
 	return nil
 }
 
@@ -389,6 +459,9 @@ func (e *env) kill9(p *proc) {
 	e.killed[p.name] = true
 	e.mu.Unlock()
 	p.kill9()
+	e.mu.Lock()
+	e.killedAt[p.name] = time.Now().UnixNano()
+	e.mu.Unlock()
 }
 
 func (p *proc) kill9() {
@@ -530,7 +603,7 @@ func (e *env) settle(timeout time.Duration) {
 			lastLog = time.Now()
 		}
 		err := e.db.QueryRow(`SELECT CAST(COALESCE(SUM(status='PENDING'),0) AS SIGNED), CAST(COALESCE(SUM(status='PROCESSING'),0) AS SIGNED)
-			FROM outbox_messages WHERE event_type = ?`, eventType).Scan(&pending, &processing)
+			FROM outbox_messages WHERE event_type IN (?, ?, ?)`, eventType, orderedTypes[0], orderedTypes[1]).Scan(&pending, &processing)
 		if err == nil && pending == 0 && processing == 0 {
 			return
 		}
@@ -544,7 +617,8 @@ func (e *env) settle(timeout time.Duration) {
 // rows reads every row's final state.
 func (e *env) rows() []ledger.Row {
 	e.t.Helper()
-	rs, err := e.db.Query(`SELECT id, idempotency_key, event_type, status, attempts, COALESCE(claim_token,''), COALESCE(last_error,'')
+	rs, err := e.db.Query(`SELECT id, idempotency_key, event_type, status, attempts, COALESCE(claim_token,''), COALESCE(last_error,''),
+		COALESCE(ordering_key,''), COALESCE(ordering_seq,0)
 		FROM outbox_messages ORDER BY id`)
 	if err != nil {
 		e.t.Fatal(err)
@@ -553,7 +627,7 @@ func (e *env) rows() []ledger.Row {
 	var out []ledger.Row
 	for rs.Next() {
 		var r ledger.Row
-		if err := rs.Scan(&r.ID, &r.Key, &r.EventType, &r.Status, &r.Attempts, &r.ClaimToken, &r.LastError); err != nil {
+		if err := rs.Scan(&r.ID, &r.Key, &r.EventType, &r.Status, &r.Attempts, &r.ClaimToken, &r.LastError, &r.OrderingKey, &r.OrderingSeq); err != nil {
 			e.t.Fatal(err)
 		}
 		out = append(out, r)

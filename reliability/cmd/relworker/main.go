@@ -1,7 +1,8 @@
 // Command relworker is the fault suite's worker process: one outbox.Worker whose handler for
-// "rel.msg" appends every call to a ledger file (see reliability/internal/ledger) and behaves
-// as the message's payload says (succeed, fail, panic, hang...). The suite starts, kills -9
-// and restarts it; it stops on SIGTERM or SIGINT by cancelling Run's context.
+// "rel.msg" (and, with -ordered, for the ordered types "rel.ord.placed" and "rel.ord.paid")
+// appends every call to a ledger file (see reliability/internal/ledger) and behaves as the
+// message's payload says (succeed, fail, panic, hang...). The suite starts, kills -9 and
+// restarts it; it stops on SIGTERM or SIGINT by cancelling Run's context.
 package main
 
 import (
@@ -27,8 +28,15 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-// EventType is the one type relworker handles; any other type stays PENDING for it.
+// EventType is the type relworker handles; any other type stays PENDING for it, except the
+// OrderedTypes with -ordered.
 const EventType = "rel.msg"
+
+// OrderedTypes are the ordering scenario's event types: the suite enqueues them with an
+// outbox.Message.OrderingKey shared by both (like two events of one ordering group). The
+// handler is the same; its ledger lines carry Delivery.OrderingKey. Only the real worker
+// handles them (the relstub stand-in knows rel.msg only).
+var OrderedTypes = []string{"rel.ord.placed", "rel.ord.paid"}
 
 // Payload says how the handler behaves for one message. The seq also lives in the
 // idempotency key ("seq:N"), so even a payload that does not decode is traceable.
@@ -39,6 +47,9 @@ type Payload struct {
 	// Until: failuntil fails attempts below Until, then succeeds; slowuntil works MS (honouring
 	// ctx, so past the timeout it fails with the deadline) on attempts below Until, then succeeds.
 	Until int `json:"until"`
+	// Key is an ordered message's business key (the suite's record, for a reader of the
+	// ledger); the handler does not act on it: the order is the worker's to keep.
+	Key string `json:"key,omitempty"`
 }
 
 func main() { os.Exit(run()) }
@@ -57,6 +68,7 @@ func run() int {
 		backoff     = flag.Duration("backoff", 50*time.Millisecond, "Policy.Backoff.Initial (Max is 4x)")
 		memEvery    = flag.Duration("mem", time.Second, "memory sample interval in the ledger")
 		maxConns    = flag.Int("maxconns", 0, "SetMaxOpenConns (0 = unlimited)")
+		ordered     = flag.Bool("ordered", false, "also handle the ordered event types (OrderedTypes)")
 	)
 	flag.Parse()
 	if *dsn == "" || *ledgerPath == "" || *proc == "" {
@@ -102,6 +114,10 @@ func run() int {
 	cfg := workerConfig{
 		BatchSize: *batch, Concurrency: *concurrency, PollInterval: *poll,
 		StaleAfter: *stale, ShutdownTimeout: *shutdown, Logger: logger, Reporter: reporter,
+		Types: []string{EventType},
+	}
+	if *ordered {
+		cfg.Types = append(cfg.Types, OrderedTypes...)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -141,21 +157,23 @@ type workerConfig struct {
 	PollInterval, StaleAfter, ShutdownTimeout time.Duration
 	Logger                                    *slog.Logger
 	Reporter                                  incident.Reporter
+	// Types are the event types to handle, all with the one handler and policy.
+	Types []string
 }
 
 func handler(log func(ledger.Line)) outbox.HandlerFunc {
 	return func(ctx context.Context, raw json.RawMessage, d outbox.Delivery) (err error) {
 		id := int64(d.MessageID)
-		log(ledger.Line{T: ledger.KindCall, ID: id, Key: d.IdempotencyKey, Token: d.ClaimToken, Attempt: d.Attempt})
+		log(ledger.Line{T: ledger.KindCall, ID: id, Key: d.IdempotencyKey, Token: d.ClaimToken, Attempt: d.Attempt, Ord: d.OrderingKey})
 		// The done line is written before the worker records the result, so a SENT row's
 		// claim always has one; a panic is logged as a failure and keeps unwinding into the
 		// worker, which must treat it as an error.
 		defer func() {
 			if r := recover(); r != nil {
-				log(ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, Err: fmt.Sprintf("panic: %v", r)})
+				log(ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, Ord: d.OrderingKey, Err: fmt.Sprintf("panic: %v", r)})
 				panic(r)
 			}
-			l := ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, OK: err == nil}
+			l := ledger.Line{T: ledger.KindDone, ID: id, Token: d.ClaimToken, Ord: d.OrderingKey, OK: err == nil}
 			if err != nil {
 				l.Err = err.Error()
 			}

@@ -13,7 +13,9 @@ import (
 // runWorker runs the real outbox.Worker until ctx is done.
 func runWorker(ctx context.Context, db *sql.DB, pol outbox.Policy, h outbox.HandlerFunc, c workerConfig) error {
 	router := outbox.NewRouter()
-	router.Handle(EventType, pol, h)
+	for _, t := range c.Types {
+		router.Handle(t, pol, h)
+	}
 	cfg := outbox.Config{
 		BatchSize: c.BatchSize, Concurrency: c.Concurrency, PollInterval: c.PollInterval,
 		StaleAfter: c.StaleAfter, ShutdownTimeout: c.ShutdownTimeout, Logger: c.Logger, Reporter: c.Reporter,

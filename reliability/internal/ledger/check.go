@@ -38,6 +38,11 @@ type Enqueued struct {
 	Key    string
 	State  State
 	Expect Expect
+	// OrderingKey is the ordering key the message was meant to have ("" for an unordered
+	// message) and Index its place in that key's commit order (1, 2, ...), as the enqueuer
+	// recorded it (see CheckOrder). Check ignores both.
+	OrderingKey string
+	Index       int64
 }
 
 // Row is a message's final row in outbox_messages.
@@ -49,6 +54,10 @@ type Row struct {
 	Attempts   int
 	ClaimToken string // "" when NULL
 	LastError  string
+	// OrderingKey and OrderingSeq are the row's ordering_key and ordering_seq ("" and 0 when
+	// NULL); only CheckOrder reads them.
+	OrderingKey string
+	OrderingSeq int64
 }
 
 // Result is the outcome of Check: counts for RELIABILITY.md and the problems that fail a test.

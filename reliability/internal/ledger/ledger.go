@@ -37,6 +37,8 @@ type Line struct {
 	Key     string `json:"k,omitempty"`
 	Token   string `json:"tok,omitempty"`
 	Attempt int    `json:"a,omitempty"`
+	// Ord is the call's outbox.Delivery.OrderingKey ("" for an unordered message).
+	Ord     string `json:"ord,omitempty"`
 	OK      bool   `json:"ok,omitempty"`
 	Err     string `json:"err,omitempty"`
 	Kind    string `json:"kind,omitempty"`
