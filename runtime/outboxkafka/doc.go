@@ -53,7 +53,8 @@
 // ProduceSync returned an error after the brokers had written it (a timeout while the
 // response was on its way), is produced again by the next attempt as a new record. Kafka has no
 // window that drops it by id. Consumers that must not repeat an effect deduplicate on the
-// record key or the outbox-idempotency-key header (outbox.Once does it in MySQL).
+// outbox-idempotency-key header (the record key is shared by the messages of an ordering key),
+// as outbox.Once does in MySQL.
 //
 // # Errors
 //

@@ -17,7 +17,9 @@ type Events interface {
 	Policy(eventType string) (outbox.Policy, bool)
 }
 
-// Types returns Events of the given event types, each with policy p.
+// Types returns Events of the given event types, each with policy p. A relay with a policy
+// of its own (a shorter backoff than the catalog's handlers need, say) for every event of a
+// catalog: Types(p, events.NewRouter(nil).EventTypes()...).
 func Types(p outbox.Policy, eventTypes ...string) Events {
 	return typeList{policy: p, types: eventTypes}
 }

@@ -47,10 +47,10 @@
 // Publisher counts that as success. So a publish that reached the stream but whose ack was lost
 // (a timeout, a broken connection, a worker killed before it recorded SENT) is not stored twice
 // when it is retried within the window. The retry comes after the event's backoff, or, for a
-// worker that died, after the lease (Config.StaleAfter, 5 minutes by default) and the reclaim:
-// set the stream's Duplicates above the longest of those you expect (for example 1h with the
-// default 5-minute lease and a relay backoff capped at a few minutes), or a late retry is
-// stored again. Consumers that must not repeat an effect still deduplicate on Nats-Msg-Id.
+// worker that died, after the lease (Config.StaleAfter, 5 minutes by default) and the reclaim,
+// and later still when the server or the relay is down in between: set the stream's Duplicates
+// above the longest gap you expect (an hour, say, with the default lease and a relay backoff
+// capped at minutes), or a late retry is stored again. Consumers that must not repeat an effect still deduplicate on Nats-Msg-Id.
 //
 // The window is per stream, not per subject: two messages with one idempotency key are one
 // message to JetStream, whatever their event types. Keys that generated code writes begin with
