@@ -237,29 +237,38 @@ func (d *asyncDoc) message(e *event) *yaml.Node {
 // the core reserves (WithMetadataPrefix("") leaves them out, so none is required).
 func headersSchema(e *event, key string) *yaml.Node {
 	str := func(desc string) *yamlMap { return ymap().add("description", ytext(desc)).add("type", ystr("string")) }
+	props := ymap().
+		add("outbox-message-id", str("The message's id in outbox_messages: one message, however many times it is delivered.").
+			add("pattern", ystr(`^[1-9][0-9]*$`)).node()).
+		add("outbox-event-type", str("The event type.").
+			add("enum", yflow(ystr(e.wire))).node()).
+		add("outbox-idempotency-key", str("The idempotency key: "+key).
+			add("maxLength", yint(fmt.Sprint(maxKeyLen))).node()).
+		add("outbox-attempt", str("The delivery attempt, 1 on the first.").
+			add("pattern", ystr(`^[1-9][0-9]*$`)).node()).
+		add("outbox-enqueued-at", str("When the message was enqueued, by the database's clock: UTC, RFC 3339 with nanoseconds and no trailing zeros.").
+			add("format", ystr("date-time")).
+			add("pattern", ystr(wireTimePattern)).node())
+	if len(e.orderingKey) > 0 {
+		props.add("outbox-ordering-key", str("The ordering key: "+orderingKeyText(e)+" Messages of one key are published one at a time, in the order their transactions committed.").
+			add("pattern", ystr(`^`+regexp.QuoteMeta(e.group)+`:(sha256:[0-9a-f]{64}|[0-9]+:[\s\S]*)$`)).
+			add("maxLength", yint(fmt.Sprint(maxKeyLen))).node())
+	}
+	props.
+		add("outbox-source", str("The database the relay reads, only when it was given one (WithSource: several databases, such as shards, relaying into one stream or topic). Message ids and \"msg:<id>\" keys are unique per database only: deduplicate on this header and the idempotency key together.").
+			add("pattern", ystr(`^[A-Za-z0-9_.:-]{1,64}$`)).node()).
+		add("Nats-Msg-Id", str("NATS only: the idempotency key, as in outbox-idempotency-key, after outbox-source and \"/\" when the relay has a source. JetStream drops a message whose id it stored within the stream's duplicate window.").
+			add("maxLength", yint(fmt.Sprint(maxKeyLen+65))).node()).
+		add("traceparent", str("W3C trace context of the span that enqueued the message, when the application traces with runtime/outboxotel.").
+			add("pattern", ystr(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)).node()).
+		add("tracestate", str("W3C trace state, with traceparent.").node()).
+		add("baggage", str("W3C baggage, with traceparent.").node())
 	return ymap().
 		add("description", ytext("Headers as the relays send them, NATS headers or Kafka record headers, string to string: "+
 			"the message's own (outbox.Header, an outbox.EnqueueHook such as runtime/outboxotel's trace context), "+
 			"then the outbox's metadata under the relays' metadata prefix, \"outbox-\" by default, which no header of the message may use.")).
 		add("type", ystr("object")).
-		add("properties", ymap().
-			add("outbox-message-id", str("The message's id in outbox_messages: one message, however many times it is delivered.").
-				add("pattern", ystr(`^[1-9][0-9]*$`)).node()).
-			add("outbox-event-type", str("The event type.").
-				add("enum", yflow(ystr(e.wire))).node()).
-			add("outbox-idempotency-key", str("The idempotency key: "+key).
-				add("maxLength", yint(fmt.Sprint(maxKeyLen))).node()).
-			add("outbox-attempt", str("The delivery attempt, 1 on the first.").
-				add("pattern", ystr(`^[1-9][0-9]*$`)).node()).
-			add("outbox-enqueued-at", str("When the message was enqueued, by the database's clock: UTC, RFC 3339 with nanoseconds and no trailing zeros.").
-				add("format", ystr("date-time")).
-				add("pattern", ystr(wireTimePattern)).node()).
-			add("Nats-Msg-Id", str("NATS only: the idempotency key, as in outbox-idempotency-key. JetStream drops a message whose id it stored within the stream's duplicate window.").
-				add("maxLength", yint(fmt.Sprint(maxKeyLen))).node()).
-			add("traceparent", str("W3C trace context of the span that enqueued the message, when the application traces with runtime/outboxotel.").
-				add("pattern", ystr(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)).node()).
-			add("tracestate", str("W3C trace state, with traceparent.").node()).
-			add("baggage", str("W3C baggage, with traceparent.").node()).node()).
+		add("properties", props.node()).
 		add("propertyNames", ymap().
 			add("pattern", ystr(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)).
 			add("maxLength", yint("128")).node()).
