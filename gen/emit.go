@@ -420,7 +420,7 @@ func (g *emitter) genOrderingKey(e *event) {
 	if len(others) > 0 {
 		shared = fmt.Sprintf(" %s share%s the group: the messages of one key are ordered together, whichever of these events they are.", andList(others), map[bool]string{true: "s", false: ""}[len(others) == 1])
 	}
-	g.comment(fmt.Sprintf("OrderingKey puts the message in its key's order: the messages of %s with equal %s are handled one at a time, in the order their enqueuing transactions committed (not in id order), and a failing one holds the later ones back while it is retried; messages of other keys run concurrently.%s Handlers see it as Delivery.OrderingKey.\n\n"+
+	g.comment(fmt.Sprintf("OrderingKey puts the message in its key's order: the messages of %s with equal %s are handled one at a time, in the order their enqueuing transactions committed (not in id order), and a failing one holds the later ones back while it is retried, and once FAILED until an operator retries or purges it; messages of other keys run concurrently.%s Handlers see it as Delivery.OrderingKey.\n\n"+
 		"The key is %q followed by \":<byte length>:<value>\" for %s, as in IdempotencyKey, so different values never share a key, nor do different groups (a group name has no colon). A key over %d bytes becomes %q and the hex SHA-256 of that text.",
 		group, andList(names), shared, e.group, andList(names), maxKeyLen, e.group+":sha256:"))
 	g.f.Func().Params(jen.Id("e").Id(e.goName)).Id("OrderingKey").Params().String().Block(

@@ -321,9 +321,10 @@ func (e OrderPlaced) IdempotencyKey() string {
 // OrderingKey puts the message in its key's order: the messages of ordering group
 // "orders" with equal order_id are handled one at a time, in the order their enqueuing
 // transactions committed (not in id order), and a failing one holds the later ones back
-// while it is retried; messages of other keys run concurrently. order_paid and
-// order_shipped share the group: the messages of one key are ordered together, whichever
-// of these events they are. Handlers see it as Delivery.OrderingKey.
+// while it is retried, and once FAILED until an operator retries or purges it; messages
+// of other keys run concurrently. order_paid and order_shipped share the group: the
+// messages of one key are ordered together, whichever of these events they are. Handlers
+// see it as Delivery.OrderingKey.
 //
 // The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
 // IdempotencyKey, so different values never share a key, nor do different groups (a group
@@ -452,9 +453,10 @@ func (e OrderPaid) IdempotencyKey() string {
 // OrderingKey puts the message in its key's order: the messages of ordering group
 // "orders" with equal order_id are handled one at a time, in the order their enqueuing
 // transactions committed (not in id order), and a failing one holds the later ones back
-// while it is retried; messages of other keys run concurrently. order_placed and
-// order_shipped share the group: the messages of one key are ordered together, whichever
-// of these events they are. Handlers see it as Delivery.OrderingKey.
+// while it is retried, and once FAILED until an operator retries or purges it; messages
+// of other keys run concurrently. order_placed and order_shipped share the group: the
+// messages of one key are ordered together, whichever of these events they are. Handlers
+// see it as Delivery.OrderingKey.
 //
 // The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
 // IdempotencyKey, so different values never share a key, nor do different groups (a group
@@ -605,9 +607,10 @@ func (e OrderShipped) IdempotencyKey() string {
 // OrderingKey puts the message in its key's order: the messages of ordering group
 // "orders" with equal order_id are handled one at a time, in the order their enqueuing
 // transactions committed (not in id order), and a failing one holds the later ones back
-// while it is retried; messages of other keys run concurrently. order_placed and
-// order_paid share the group: the messages of one key are ordered together, whichever of
-// these events they are. Handlers see it as Delivery.OrderingKey.
+// while it is retried, and once FAILED until an operator retries or purges it; messages
+// of other keys run concurrently. order_placed and order_paid share the group: the
+// messages of one key are ordered together, whichever of these events they are. Handlers
+// see it as Delivery.OrderingKey.
 //
 // The key is "orders" followed by ":<byte length>:<value>" for order_id, as in
 // IdempotencyKey, so different values never share a key, nor do different groups (a group
