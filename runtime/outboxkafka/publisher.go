@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -26,12 +24,7 @@ type Producer interface {
 type Publisher struct {
 	cl     Producer
 	cfg    config
-	topics sync.Map // event type -> topicResult
-}
-
-type topicResult struct {
-	topic string
-	err   error
+	topics *relay.Destinations
 }
 
 // New returns a Publisher on cl (a *kgo.Client). It panics on a nil cl: a startup
@@ -40,24 +33,13 @@ func New(cl Producer, opts ...Option) *Publisher {
 	if cl == nil {
 		panic("outboxkafka: New: nil client")
 	}
-	return &Publisher{cl: cl, cfg: newConfig(opts)}
+	cfg := newConfig(opts)
+	return &Publisher{cl: cl, cfg: cfg, topics: relay.NewDestinations(pkg, "topic", cfg.topic, checkTopic)}
 }
 
 // Topic returns the topic that eventType is produced to, or why the mapping's result is not a
 // valid topic name.
-func (p *Publisher) Topic(eventType string) (string, error) {
-	if v, ok := p.topics.Load(eventType); ok {
-		r := v.(topicResult)
-		return r.topic, r.err
-	}
-	t := p.cfg.topic(eventType)
-	r := topicResult{topic: t, err: checkTopic(t)}
-	if r.err != nil {
-		r.err = fmt.Errorf("outboxkafka: event %q maps to topic %q: %w", eventType, t, r.err)
-	}
-	p.topics.Store(eventType, r)
-	return r.topic, r.err
-}
+func (p *Publisher) Topic(eventType string) (string, error) { return p.topics.Get(eventType) }
 
 // Handle produces the delivery and waits for its ack: an outbox.HandlerFunc. It returns nil
 // once the brokers acknowledged the record, the produce error for a retry otherwise, and
@@ -110,23 +92,14 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 	for _, k := range names {
 		headers = append(headers, kgo.RecordHeader{Key: k, Value: []byte(d.Headers[k])})
 	}
-	if mp := p.cfg.metaPrefix; mp != "" {
-		headers = append(headers,
-			kgo.RecordHeader{Key: mp + "message-id", Value: []byte(strconv.FormatInt(int64(d.MessageID), 10))},
-			kgo.RecordHeader{Key: mp + "event-type", Value: []byte(d.EventType)},
-			kgo.RecordHeader{Key: mp + "idempotency-key", Value: []byte(d.IdempotencyKey)},
-			kgo.RecordHeader{Key: mp + "attempt", Value: []byte(strconv.Itoa(d.Attempt))},
-			kgo.RecordHeader{Key: mp + "enqueued-at", Value: []byte(d.EnqueuedAt.UTC().Format(time.RFC3339Nano))},
-		)
-		if d.OrderingKey != "" {
-			headers = append(headers, kgo.RecordHeader{Key: mp + "ordering-key", Value: []byte(d.OrderingKey)})
+	if p.cfg.metaPrefix != "" {
+		// The source goes only into the metadata, so only the metadata needs it checked.
+		if err := checkSource(p.cfg.source); err != nil {
+			return nil, err
 		}
-		if src := p.cfg.source; src != "" {
-			if err := checkSource(src); err != nil {
-				return nil, err
-			}
-			headers = append(headers, kgo.RecordHeader{Key: mp + "source", Value: []byte(src)})
-		}
+	}
+	for _, m := range relay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
+		headers = append(headers, kgo.RecordHeader{Key: m.Key, Value: []byte(m.Value)})
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: payload, Headers: headers}, nil
 }

@@ -2,43 +2,25 @@ package outboxkafka
 
 import (
 	"errors"
-	"fmt"
-	"regexp"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-// Events is what Register relays: event types and the policy of each. An *outbox.Router is
-// one, so a generated catalog's router (events.NewRouter(nil): Register reads it and never
-// calls its handlers) gives every outbox event of the catalog with the catalog's policies;
-// Types lists event types by hand.
-type Events interface {
-	EventTypes() []string
-	Policy(eventType string) (outbox.Policy, bool)
-}
+// Events is what Register relays: event types and the policy of each, the interface
+//
+//	EventTypes() []string
+//	Policy(eventType string) (outbox.Policy, bool)
+//
+// An *outbox.Router is one, so a generated catalog's router (events.NewRouter(nil): Register
+// reads it and never calls its handlers) gives every outbox event of the catalog with the
+// catalog's policies; Types lists event types by hand.
+type Events = relay.Events
 
 // Types returns Events of the given event types, each with policy p. A relay with a policy
 // of its own (a shorter backoff than the catalog's handlers need, say) for every event of a
 // catalog: Types(p, events.NewRouter(nil).EventTypes()...).
-func Types(p outbox.Policy, eventTypes ...string) Events {
-	return typeList{policy: p, types: eventTypes}
-}
-
-type typeList struct {
-	policy outbox.Policy
-	types  []string
-}
-
-func (l typeList) EventTypes() []string { return append([]string(nil), l.types...) }
-
-func (l typeList) Policy(eventType string) (outbox.Policy, bool) {
-	for _, t := range l.types {
-		if t == eventType {
-			return l.policy, true
-		}
-	}
-	return outbox.Policy{}, false
-}
+func Types(p outbox.Policy, eventTypes ...string) Events { return relay.Types(p, eventTypes...) }
 
 // Register adds to r a handler that produces to cl, for every event type of events, with the
 // policy events gives it (the backoff and timeout apply to the relay; the attempts budget is
@@ -51,42 +33,12 @@ func Register(r *outbox.Router, cl Producer, events Events, opts ...Option) erro
 	if err := checkSource(newConfig(opts).source); err != nil {
 		return err
 	}
-	types := events.EventTypes()
-	if len(types) == 0 {
-		return errors.New("outboxkafka: Register: no event types to relay")
-	}
 	p := New(cl, opts...)
-	policies := make([]outbox.Policy, len(types))
-	seen := make(map[string]bool, len(types))
-	for i, t := range types {
-		if t == "" {
-			return errors.New("outboxkafka: Register: empty event type")
-		}
-		if _, ok := r.Policy(t); ok || seen[t] {
-			return fmt.Errorf("outboxkafka: Register: event %q already has a handler", t)
-		}
-		seen[t] = true
-		pol, ok := events.Policy(t)
-		if !ok {
-			return fmt.Errorf("outboxkafka: Register: event %q has no policy", t)
-		}
-		if _, err := p.Topic(t); err != nil {
-			return err
-		}
-		policies[i] = pol
-	}
-	for i, t := range types {
-		r.Handle(t, policies[i], p.Handle)
-	}
-	return nil
+	return relay.Register(pkg, r, events, p.Topic, p.Handle)
 }
 
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+// pkg starts the errors.
+const pkg = "outboxkafka"
 
 // checkSource accepts WithSource's name: "" (no source) or 1 to 64 of [A-Za-z0-9_.:-].
-func checkSource(name string) error {
-	if name != "" && !sourceName.MatchString(name) {
-		return fmt.Errorf("outboxkafka: WithSource(%.80q): want 1 to 64 characters of [A-Za-z0-9_.:-]", name)
-	}
-	return nil
-}
+func checkSource(name string) error { return relay.CheckSource(pkg, name) }

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -21,12 +19,7 @@ import (
 type Publisher struct {
 	js       jetstream.Publisher
 	cfg      config
-	subjects sync.Map // event type -> subjectResult
-}
-
-type subjectResult struct {
-	subject string
-	err     error
+	subjects *relay.Destinations
 }
 
 // New returns a Publisher on js (a jetstream.JetStream, or anything that publishes like one).
@@ -35,24 +28,13 @@ func New(js jetstream.Publisher, opts ...Option) *Publisher {
 	if js == nil {
 		panic("outboxnats: New: nil JetStream")
 	}
-	return &Publisher{js: js, cfg: newConfig(opts)}
+	cfg := newConfig(opts)
+	return &Publisher{js: js, cfg: cfg, subjects: relay.NewDestinations(pkg, "subject", cfg.subject, checkSubject)}
 }
 
 // Subject returns the subject that eventType is published on, or why the mapping's result is
 // not a valid literal NATS subject.
-func (p *Publisher) Subject(eventType string) (string, error) {
-	if v, ok := p.subjects.Load(eventType); ok {
-		r := v.(subjectResult)
-		return r.subject, r.err
-	}
-	s := p.cfg.subject(eventType)
-	r := subjectResult{subject: s, err: checkSubject(s)}
-	if r.err != nil {
-		r.err = fmt.Errorf("outboxnats: event %q maps to subject %q: %w", eventType, s, r.err)
-	}
-	p.subjects.Store(eventType, r)
-	return r.subject, r.err
-}
+func (p *Publisher) Subject(eventType string) (string, error) { return p.subjects.Get(eventType) }
 
 // Handle publishes the delivery and waits for its ack: an outbox.HandlerFunc. It returns nil
 // once the stream holds the message (a duplicate ack included), the publish error for a
@@ -102,16 +84,6 @@ func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.De
 		}
 		h.Set(k, v)
 	}
-	if mp := p.cfg.metaPrefix; mp != "" {
-		h.Set(mp+"message-id", strconv.FormatInt(int64(d.MessageID), 10))
-		h.Set(mp+"event-type", d.EventType)
-		h.Set(mp+"idempotency-key", d.IdempotencyKey)
-		h.Set(mp+"attempt", strconv.Itoa(d.Attempt))
-		h.Set(mp+"enqueued-at", d.EnqueuedAt.UTC().Format(time.RFC3339Nano))
-		if d.OrderingKey != "" {
-			h.Set(mp+"ordering-key", d.OrderingKey)
-		}
-	}
 	if d.IdempotencyKey == "" {
 		// The worker always sets it ("msg:<id>" without a key); a hand-made Delivery might not.
 		return nil, errors.New("empty IdempotencyKey: Nats-Msg-Id needs one")
@@ -122,9 +94,11 @@ func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.De
 			return nil, err
 		}
 		msgID = src + "/" + msgID
-		if mp := p.cfg.metaPrefix; mp != "" {
-			h.Set(mp+"source", src)
-		}
+	}
+	// The metadata after the message's headers: a collision (only with a prefix other than
+	// the reserved "outbox-") goes to the metadata.
+	for _, m := range relay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
+		h.Set(m.Key, m.Value)
 	}
 	h.Set(jetstream.MsgIDHeader, msgID)
 	return &nats.Msg{Subject: subject, Data: payload, Header: h}, nil
