@@ -2,19 +2,11 @@ package outboxkafka_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"encoding/json"
-	"io"
-	"log/slog"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -125,138 +117,6 @@ func failProduce(c *kfake.Cluster, n int64, code *kerr.Error) *atomic.Int64 {
 		return resp, nil, true
 	})
 	return &failed
-}
-
-// testDB is one test's database: created on OUTBOX_TEST_DSN's server, migrated with
-// outbox.Migrate, dropped when the test ends. Without OUTBOX_TEST_DSN the test is skipped.
-type testDB struct {
-	*sql.DB
-}
-
-func newDB(t testing.TB) *testDB {
-	t.Helper()
-	serverDSN := os.Getenv("OUTBOX_TEST_DSN")
-	if serverDSN == "" {
-		t.Skip("OUTBOX_TEST_DSN is not set: this test needs a MySQL or MariaDB server; scripts/test starts one and sets it")
-	}
-	cfg, err := mysql.ParseDSN(serverDSN)
-	if err != nil {
-		t.Fatalf("parse OUTBOX_TEST_DSN: %v", err)
-	}
-	var rnd [5]byte
-	_, _ = rand.Read(rnd[:])
-	name := "outboxkafka_" + hex.EncodeToString(rnd[:])
-	admin, err := sql.Open("mysql", serverDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Close()
-		admin, err := sql.Open("mysql", serverDSN)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	if err := outbox.Migrate(ctx, db); err != nil {
-		t.Fatalf("outbox.Migrate: %v", err)
-	}
-	return &testDB{DB: db}
-}
-
-func (db *testDB) enqueue(t testing.TB, eventType, payload, key string, opts ...outbox.EnqueueOption) outbox.MessageID {
-	t.Helper()
-	id, err := outbox.Enqueue(context.Background(), db, outbox.Message{
-		EventType: eventType, Payload: json.RawMessage(payload), IdempotencyKey: key, MaxAttempts: 1000,
-	}, append(opts, outbox.Standalone())...)
-	if err != nil {
-		t.Fatalf("enqueue %s: %v", eventType, err)
-	}
-	return id
-}
-
-// enqueueOrdered enqueues a message with an ordering key (and no idempotency key).
-func (db *testDB) enqueueOrdered(t testing.TB, eventType, payload, orderingKey string) outbox.MessageID {
-	t.Helper()
-	id, err := outbox.Enqueue(context.Background(), db, outbox.Message{
-		EventType: eventType, Payload: json.RawMessage(payload), OrderingKey: orderingKey, MaxAttempts: 1000,
-	}, outbox.Standalone())
-	if err != nil {
-		t.Errorf("enqueue %s for %s: %v", eventType, orderingKey, err)
-	}
-	return id
-}
-
-func (db *testDB) inspect(t testing.TB, id outbox.MessageID) outbox.Record {
-	t.Helper()
-	r, err := outbox.Inspect(context.Background(), db, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// waitDrained waits until no row is PENDING or PROCESSING, then fails the test if any is FAILED.
-func waitDrained(t testing.TB, db *testDB, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		s, err := outbox.Stats(context.Background(), db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Pending == 0 && s.Processing == 0 {
-			if s.Failed != 0 {
-				failed, err := outbox.ListFailed(context.Background(), db, outbox.Filter{}, 5)
-				t.Fatalf("%d messages FAILED, want none: %+v %v", s.Failed, failed, err)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for every message to leave PENDING and PROCESSING: %+v", d, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// fast is a relay policy for tests: retries come within tens of milliseconds.
-var fast = outbox.Policy{Backoff: outbox.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, Timeout: 5 * time.Second}
-
-// startWorker runs a worker until the test ends.
-func startWorker(t testing.TB, db *sql.DB, r *outbox.Router, cfg outbox.Config) {
-	t.Helper()
-	cfg.Logger = quietLogger()
-	cfg.PollInterval = 50 * time.Millisecond
-	w, err := outbox.NewWorker(db, r, cfg)
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
-	})
 }
 
 func messageID(t testing.TB, r *kgo.Record) outbox.MessageID {

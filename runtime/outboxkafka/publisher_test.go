@@ -12,20 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
 )
 
 // These tests need no database: they hand the Publisher deliveries as the worker would and
 // read what the kfake cluster stored.
-
-func delivery(id outbox.MessageID, eventType, key string, attempt int, headers map[string]string) outbox.Delivery {
-	return outbox.Delivery{
-		MessageID: id, EventType: eventType, IdempotencyKey: key, Attempt: attempt, MaxAttempts: 10,
-		EnqueuedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011000, time.UTC), Headers: headers,
-	}
-}
 
 func TestRecordMapping(t *testing.T) {
 	t.Parallel()
@@ -35,7 +28,7 @@ func TestRecordMapping(t *testing.T) {
 
 	payload := json.RawMessage(`{"user_id": 42, "amount":"1234.50", "note":"café"}`)
 	p := outboxkafka.New(cl)
-	rec, err := p.Publish(ctx, payload, delivery(7, "welcome_email", "welcome_email:2:42", 3, map[string]string{
+	rec, err := p.Publish(ctx, payload, relaytest.Delivery(7, "welcome_email", "welcome_email:2:42", 3, map[string]string{
 		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 		"tracestate":  "vendor=opaque",
 		"Tenant.ID":   "acme",
@@ -50,14 +43,14 @@ func TestRecordMapping(t *testing.T) {
 	// A prefix of one's own, a key from a header, no metadata.
 	shop := outboxkafka.New(cl, outboxkafka.WithTopicPrefix("shop."), outboxkafka.WithMetadataPrefix(""),
 		outboxkafka.WithKey(outboxkafka.KeyFromHeader("invoice")))
-	if err := shop.Handle(ctx, json.RawMessage(`[]`), delivery(8, "billing.invoice_paid", "msg:8", 1, map[string]string{"invoice": "inv-9"})); err != nil {
+	if err := shop.Handle(ctx, json.RawMessage(`[]`), relaytest.Delivery(8, "billing.invoice_paid", "msg:8", 1, map[string]string{"invoice": "inv-9"})); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
-	if err := shop.Handle(ctx, json.RawMessage(`{}`), delivery(9, "billing.invoice_paid", "msg:9", 1, nil)); err != nil {
+	if err := shop.Handle(ctx, json.RawMessage(`{}`), relaytest.Delivery(9, "billing.invoice_paid", "msg:9", 1, nil)); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
 	// With an ordering key and no WithKey, the ordering key is the record key.
-	ordered := delivery(10, "billing.invoice_paid", "msg:10", 1, nil)
+	ordered := relaytest.Delivery(10, "billing.invoice_paid", "msg:10", 1, nil)
 	ordered.OrderingKey = "invoices:77"
 	if err := outboxkafka.New(cl, outboxkafka.WithTopicPrefix("shop."), outboxkafka.WithSource("shard-7")).Handle(ctx, json.RawMessage(`{}`), ordered); err != nil {
 		t.Fatalf("Handle: %v", err)
@@ -128,7 +121,7 @@ func TestOrderPerKey(t *testing.T) {
 		for _, a := range accounts {
 			id++
 			payload := json.RawMessage(fmt.Sprintf(`{"account": %q, "seq": %d}`, a, seq))
-			if err := p.Handle(context.Background(), payload, delivery(id, "ledger_entry", fmt.Sprintf("msg:%d", id), 1, map[string]string{"account": a})); err != nil {
+			if err := p.Handle(context.Background(), payload, relaytest.Delivery(id, "ledger_entry", fmt.Sprintf("msg:%d", id), 1, map[string]string{"account": a})); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -179,7 +172,7 @@ func TestBrokerErrorIsRetry(t *testing.T) {
 	c := cluster(t, 1, "outbox.order_paid")
 	p := outboxkafka.New(producer(t, c))
 	failed := failProduce(c, 1, kerr.TopicAuthorizationFailed)
-	d := delivery(1, "order_paid", "order_paid:1", 1, nil)
+	d := relaytest.Delivery(1, "order_paid", "order_paid:1", 1, nil)
 
 	err := p.Handle(context.Background(), json.RawMessage(`{}`), d)
 	if err == nil || outbox.IsPermanent(err) || !errors.Is(err, kerr.TopicAuthorizationFailed) {
@@ -204,7 +197,7 @@ func TestRetriableBrokerErrorRetriedByClient(t *testing.T) {
 	c := cluster(t, 1, "outbox.order_paid")
 	p := outboxkafka.New(producer(t, c))
 	failed := failProduce(c, 3, kerr.NotLeaderForPartition)
-	if err := p.Handle(context.Background(), json.RawMessage(`{}`), delivery(1, "order_paid", "order_paid:1", 1, nil)); err != nil {
+	if err := p.Handle(context.Background(), json.RawMessage(`{}`), relaytest.Delivery(1, "order_paid", "order_paid:1", 1, nil)); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
 	if failed.Load() != 3 {
@@ -225,7 +218,7 @@ func TestProduceTimeoutIsRetry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := p.Handle(ctx, json.RawMessage(`{}`), delivery(1, "order_paid", "order_paid:1", 1, nil))
+	err := p.Handle(ctx, json.RawMessage(`{}`), relaytest.Delivery(1, "order_paid", "order_paid:1", 1, nil))
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("Handle took %s, want about the 500ms deadline", took)
 	}
@@ -240,14 +233,14 @@ func TestPermanentErrors(t *testing.T) {
 	ctx := context.Background()
 
 	small := outboxkafka.New(producer(t, c, kgo.ProducerBatchMaxBytes(1024)))
-	err := small.Handle(ctx, json.RawMessage(`"`+strings.Repeat("x", 2000)+`"`), delivery(1, "a", "k1", 1, nil))
+	err := small.Handle(ctx, json.RawMessage(`"`+strings.Repeat("x", 2000)+`"`), relaytest.Delivery(1, "a", "k1", 1, nil))
 	if !outbox.IsPermanent(err) || !errors.Is(err, kerr.MessageTooLarge) {
 		t.Errorf("a record over the batch limit: %v, want Permanent MESSAGE_TOO_LARGE", err)
 	}
 
 	p := outboxkafka.New(producer(t, c))
 	failProduce(c, 1, kerr.InvalidRecord)
-	err = p.Handle(ctx, json.RawMessage(`{}`), delivery(2, "a", "k2", 1, nil))
+	err = p.Handle(ctx, json.RawMessage(`{}`), relaytest.Delivery(2, "a", "k2", 1, nil))
 	if !outbox.IsPermanent(err) || !errors.Is(err, kerr.InvalidRecord) {
 		t.Errorf("a broker's INVALID_RECORD: %v, want Permanent", err)
 	}
@@ -255,77 +248,26 @@ func TestPermanentErrors(t *testing.T) {
 
 func TestRegister(t *testing.T) {
 	t.Parallel()
-	c := cluster(t, 1, "outbox.x")
-	cl := producer(t, c)
-
-	catalog := outbox.NewRouter()
-	paid := outbox.Policy{MaxAttempts: 25, Backoff: outbox.Backoff{Initial: 2 * time.Second, Max: time.Minute}, Timeout: 10 * time.Second}
-	catalog.Handle("order_paid", paid, nop)
-	catalog.Handle("welcome_email", outbox.Policy{}, nop)
-	relay := outbox.NewRouter()
-	relay.Handle("local_only", outbox.Policy{}, nop)
-	if err := outboxkafka.Register(relay, cl, catalog); err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	if got, want := strings.Join(relay.EventTypes(), ","), "local_only,order_paid,welcome_email"; got != want {
-		t.Errorf("relay routes %s, want %s", got, want)
-	}
-	if got, _ := relay.Policy("order_paid"); got != paid.WithDefaults() {
-		t.Errorf("order_paid policy %+v, want the catalog's %+v", got, paid)
-	}
-
+	cl := producer(t, cluster(t, 1, "outbox.x"))
 	long := strings.Repeat("x", 243) // "outbox." + 243 = 250 characters
-	for _, c := range []struct {
-		name   string
-		events outboxkafka.Events
-		opts   []outboxkafka.Option
-		want   string
-	}{
-		{"no events", outboxkafka.Types(fast), nil, "no event types"},
-		{"already routed", outboxkafka.Types(fast, "x", "local_only"), nil, `event "local_only" already has a handler`},
-		{"listed twice", outboxkafka.Types(fast, "x", "x"), nil, `event "x" already has a handler`},
-		{"empty type", outboxkafka.Types(fast, ""), nil, "empty event type"},
-		{"space in the type", outboxkafka.Types(fast, "order paid"), nil, `topic "outbox.order paid": byte 12 (' ')`},
-		{"colon in the type", outboxkafka.Types(fast, "billing:paid"), nil, `byte 14 (':')`},
-		{"too long", outboxkafka.Types(fast, long), nil, "250 characters, at most 249"},
-		{"dot", outboxkafka.Types(fast, "x"), []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "." })}, `"." and ".." are not topic names`},
-		{"mapping to nothing", outboxkafka.Types(fast, "x"), []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "" })}, "empty topic"},
-		{"bad source", outboxkafka.Types(fast, "x"), []outboxkafka.Option{outboxkafka.WithSource("shard/a")}, `WithSource("shard/a")`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := outbox.NewRouter()
-			r.Handle("local_only", outbox.Policy{}, nop)
-			err := outboxkafka.Register(r, cl, c.events, c.opts...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Register = %v, want an error containing %q", err, c.want)
-			}
-			if got := r.EventTypes(); len(got) != 1 {
-				t.Errorf("a refused Register left routes %v, want only local_only", got)
-			}
-		})
-	}
+	relaytest.CheckRegister(t, func(r *outbox.Router, events outboxkafka.Events, opts ...outboxkafka.Option) error {
+		return outboxkafka.Register(r, cl, events, opts...)
+	}, []relaytest.Refusal[outboxkafka.Option]{
+		{Name: "space in the type", Events: outboxkafka.Types(relaytest.Fast, "order paid"), Want: `topic "outbox.order paid": byte 12 (' ')`},
+		{Name: "colon in the type", Events: outboxkafka.Types(relaytest.Fast, "billing:paid"), Want: `byte 14 (':')`},
+		{Name: "too long", Events: outboxkafka.Types(relaytest.Fast, long), Want: "250 characters, at most 249"},
+		{Name: "dot", Events: outboxkafka.Types(relaytest.Fast, "x"), Opts: []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "." })}, Want: `"." and ".." are not topic names`},
+		{Name: "mapping to nothing", Events: outboxkafka.Types(relaytest.Fast, "x"), Opts: []outboxkafka.Option{outboxkafka.WithTopic(func(string) string { return "" })}, Want: "empty topic"},
+		{Name: "bad source", Events: outboxkafka.Types(relaytest.Fast, "x"), Opts: []outboxkafka.Option{outboxkafka.WithSource("shard/a")}, Want: `WithSource("shard/a")`},
+	}...)
 }
-
-func nop(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
 
 // A generated catalog's router, built with nil handlers, is what Register reads: every outbox
 // event of the catalog (not its direct events), with the catalog's policies.
 func TestRegisterGeneratedCatalog(t *testing.T) {
 	t.Parallel()
 	cl := producer(t, cluster(t, 1, "outbox.welcome_email"))
-	catalog := events.NewRouter(nil)
-	relay := outbox.NewRouter()
-	if err := outboxkafka.Register(relay, cl, catalog); err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	got, want := strings.Join(relay.EventTypes(), ","), strings.Join(catalog.EventTypes(), ",")
-	if got != want || !strings.Contains(got, "welcome_email") {
-		t.Errorf("relay routes %s, want the catalog's outbox events %s (welcome_email among them)", got, want)
-	}
-	for _, et := range catalog.EventTypes() {
-		want, _ := catalog.Policy(et)
-		if got, _ := relay.Policy(et); got != want {
-			t.Errorf("%s: policy %+v, want the catalog's %+v", et, got, want)
-		}
-	}
+	relaytest.CheckRegisterCatalog(t, func(r *outbox.Router, events outboxkafka.Events, opts ...outboxkafka.Option) error {
+		return outboxkafka.Register(r, cl, events, opts...)
+	})
 }

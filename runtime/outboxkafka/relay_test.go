@@ -1,18 +1,15 @@
 package outboxkafka_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
 )
@@ -50,7 +47,7 @@ func checkOnce(t *testing.T, recs []*kgo.Record, keys map[outbox.MessageID]strin
 // Kafka holds each once, on its event type's topic, with its payload, key and headers.
 func TestRelayEveryMessageOnce(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	c := cluster(t, 4, "outbox.order_paid", "outbox.welcome_email")
 
 	const n = 200
@@ -66,7 +63,7 @@ func TestRelayEveryMessageOnce(t *testing.T) {
 		trace := fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
 		opts = append(opts, outbox.Header("traceparent", trace))
 		payload := fmt.Sprintf(`{"n": %d, "amount": 1234.50}`, i)
-		id := db.enqueue(t, eventType, payload, key, opts...)
+		id := db.Enqueue(t, eventType, payload, key, opts...)
 		if key == "" {
 			key = fmt.Sprintf("msg:%d", id)
 		}
@@ -74,11 +71,11 @@ func TestRelayEveryMessageOnce(t *testing.T) {
 	}
 
 	relay := outbox.NewRouter()
-	if err := outboxkafka.Register(relay, producer(t, c), outboxkafka.Types(fast, "order_paid", "welcome_email")); err != nil {
+	if err := outboxkafka.Register(relay, producer(t, c), outboxkafka.Types(relaytest.Fast, "order_paid", "welcome_email")); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
-	waitDrained(t, db, 60*time.Second)
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	db.WaitDrained(t, 60*time.Second)
 
 	recs := consumeAll(t, c, n, "outbox.order_paid", "outbox.welcome_email")
 	checkOnce(t, recs, keys)
@@ -104,29 +101,29 @@ func TestRelayEveryMessageOnce(t *testing.T) {
 // once (a refused produce wrote nothing).
 func TestRelayBrokerErrorRetried(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	c := cluster(t, 1, "outbox.order_paid")
 	const n, refusals = 40, 5
 	keys := map[outbox.MessageID]string{}
 	for i := range n {
 		key := fmt.Sprintf("order_paid:%d", i)
-		keys[db.enqueue(t, "order_paid", `{}`, key)] = key
+		keys[db.Enqueue(t, "order_paid", `{}`, key)] = key
 	}
 	failed := failProduce(c, refusals, kerr.TopicAuthorizationFailed)
 
 	relay := outbox.NewRouter()
-	if err := outboxkafka.Register(relay, producer(t, c), outboxkafka.Types(fast, "order_paid")); err != nil {
+	if err := outboxkafka.Register(relay, producer(t, c), outboxkafka.Types(relaytest.Fast, "order_paid")); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
-	waitDrained(t, db, 60*time.Second)
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	db.WaitDrained(t, 60*time.Second)
 
 	if failed.Load() != refusals {
 		t.Fatalf("%d produce requests refused, want %d", failed.Load(), refusals)
 	}
 	retries := 0
 	for id := range keys {
-		r := db.inspect(t, id)
+		r := db.Inspect(t, id)
 		if r.Status != outbox.StatusSent {
 			t.Errorf("message %d is %s, want SENT", id, r.Status)
 		}
@@ -146,56 +143,23 @@ func TestRelayBrokerErrorRetried(t *testing.T) {
 // original.
 func TestRelayOrderPerKey(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	c := cluster(t, 8, "outbox.ledger_entry")
 
 	const producers, keysPer, perKey = 3, 2, 15
-	var wg sync.WaitGroup
-	for g := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each producer commits its keys' messages one after another, so commit order per
-			// key is seq order; the producers race each other.
-			for seq := range perKey {
-				for k := range keysPer {
-					key := fmt.Sprintf("accounts:%d", g*keysPer+k)
-					db.enqueueOrdered(t, "ledger_entry", fmt.Sprintf(`{"key": %q, "seq": %d}`, key, seq), key)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	db.EnqueueOrderedRace(t, producers, keysPer, perKey, "accounts:", func(int) string { return "ledger_entry" })
 
-	p := outboxkafka.New(producer(t, c))
-	var failedBefore, lostAfter atomic.Int64
+	var flaky relaytest.Flaky
 	relay := outbox.NewRouter()
-	relay.Handle("ledger_entry", fast, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
-		var v struct{ Seq int }
-		if err := json.Unmarshal(payload, &v); err != nil {
-			return err
-		}
-		if d.Attempt == 1 && v.Seq%4 == 3 {
-			failedBefore.Add(1)
-			return errors.New("test: failed before producing")
-		}
-		if err := p.Handle(ctx, payload, d); err != nil {
-			return err
-		}
-		if d.Attempt == 1 && v.Seq%4 == 1 {
-			lostAfter.Add(1)
-			return errors.New("test: produced, then the result was lost")
-		}
-		return nil
-	})
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
-	waitDrained(t, db, 60*time.Second)
+	relay.Handle("ledger_entry", relaytest.Fast, flaky.Wrap(outboxkafka.New(producer(t, c)).Handle))
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	db.WaitDrained(t, 60*time.Second)
 
 	total := producers * keysPer * perKey
-	recs := consumeAll(t, c, total+int(lostAfter.Load()), "outbox.ledger_entry")
-	if len(recs) != total+int(lostAfter.Load()) || failedBefore.Load() == 0 {
+	recs := consumeAll(t, c, total+int(flaky.LostAfter.Load()), "outbox.ledger_entry")
+	if len(recs) != total+int(flaky.LostAfter.Load()) || flaky.FailedBefore.Load() == 0 {
 		t.Errorf("%d records for %d messages, %d of them produced twice (and %d failures before producing): want %d",
-			len(recs), total, lostAfter.Load(), failedBefore.Load(), total+int(lostAfter.Load()))
+			len(recs), total, flaky.LostAfter.Load(), flaky.FailedBefore.Load(), total+int(flaky.LostAfter.Load()))
 	}
 	// Per partition, in offset order (the consumer returns each partition's records in order).
 	type state struct {

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // runChild opens the parent's database
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
 )
@@ -64,7 +66,7 @@ func runChild() int {
 		return nil
 	})
 	w, err := outbox.NewWorker(db, relay, outbox.Config{
-		Concurrency: childConcurrency, StaleAfter: 2 * time.Second, Logger: quietLogger(),
+		Concurrency: childConcurrency, StaleAfter: 2 * time.Second, Logger: relaytest.QuietLogger(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

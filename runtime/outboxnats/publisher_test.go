@@ -11,20 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
 )
 
 // These tests need no database: they hand the Publisher deliveries as the worker would and
 // read what the embedded server stored.
-
-func delivery(id outbox.MessageID, eventType, key string, attempt int, headers map[string]string) outbox.Delivery {
-	return outbox.Delivery{
-		MessageID: id, EventType: eventType, IdempotencyKey: key, Attempt: attempt, MaxAttempts: 10,
-		EnqueuedAt: time.Date(2025, 3, 4, 5, 6, 7, 891011000, time.UTC), Headers: headers,
-	}
-}
 
 func TestPublishMapping(t *testing.T) {
 	t.Parallel()
@@ -41,7 +34,7 @@ func TestPublishMapping(t *testing.T) {
 	}
 	payload := json.RawMessage(`{"user_id": 42, "amount":"1234.50", "note":"café"}`)
 	p := outboxnats.New(js)
-	d := delivery(7, "welcome_email", "welcome_email:2:42", 3, maps.Clone(trace))
+	d := relaytest.Delivery(7, "welcome_email", "welcome_email:2:42", 3, maps.Clone(trace))
 	d.OrderingKey = "users:42"
 	ack, err := p.Publish(ctx, payload, d)
 	if err != nil {
@@ -52,7 +45,7 @@ func TestPublishMapping(t *testing.T) {
 	}
 	// A dotted event type makes more tokens; a prefix of one's own replaces "outbox.".
 	shop := outboxnats.New(js, outboxnats.WithSubjectPrefix("shop."), outboxnats.WithMetadataPrefix(""))
-	if err := shop.Handle(ctx, json.RawMessage(`[]`), delivery(8, "billing.invoice_paid", "msg:8", 1, nil)); err != nil {
+	if err := shop.Handle(ctx, json.RawMessage(`[]`), relaytest.Delivery(8, "billing.invoice_paid", "msg:8", 1, nil)); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
 
@@ -109,10 +102,10 @@ func TestPublishDuplicateWindow(t *testing.T) {
 
 	var dups []bool
 	for _, d := range []outbox.Delivery{
-		delivery(1, "order_paid", "order_paid:1:9", 1, nil),
-		delivery(1, "order_paid", "order_paid:1:9", 2, nil),
-		delivery(1, "order_paid", "order_paid:1:9", 7, map[string]string{"x": "changed"}),
-		delivery(2, "order_paid", "msg:2", 1, nil),
+		relaytest.Delivery(1, "order_paid", "order_paid:1:9", 1, nil),
+		relaytest.Delivery(1, "order_paid", "order_paid:1:9", 2, nil),
+		relaytest.Delivery(1, "order_paid", "order_paid:1:9", 7, map[string]string{"x": "changed"}),
+		relaytest.Delivery(2, "order_paid", "msg:2", 1, nil),
 	} {
 		ack, err := p.Publish(ctx, json.RawMessage(`{}`), d)
 		if err != nil {
@@ -141,7 +134,7 @@ func TestPublishSource(t *testing.T) {
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
 	ctx := context.Background()
-	d := delivery(17, "order_paid", "msg:17", 1, nil)
+	d := relaytest.Delivery(17, "order_paid", "msg:17", 1, nil)
 
 	var dups []bool
 	for _, p := range []*outboxnats.Publisher{
@@ -205,14 +198,14 @@ func TestPublishErrors(t *testing.T) {
 		contains  string
 	}{
 		{"header name with a colon", outboxnats.New(js), json.RawMessage(`{}`),
-			delivery(1, "a", "k1", 1, map[string]string{"tenant:id": "acme"}), true, `header "tenant:id"`},
+			relaytest.Delivery(1, "a", "k1", 1, map[string]string{"tenant:id": "acme"}), true, `header "tenant:id"`},
 		{"JetStream control header", outboxnats.New(js), json.RawMessage(`{}`),
-			delivery(2, "a", "k2", 1, map[string]string{"nats-rollup": "all"}), true, `header "nats-rollup"`},
+			relaytest.Delivery(2, "a", "k2", 1, map[string]string{"nats-rollup": "all"}), true, `header "nats-rollup"`},
 		{"over the stream's MaxMsgSize", outboxnats.New(js), big,
-			delivery(3, "a", "k3", 1, nil), true, "message size exceeds maximum"},
+			relaytest.Delivery(3, "a", "k3", 1, nil), true, "message size exceeds maximum"},
 		{"no stream on the subject", outboxnats.New(js, outboxnats.WithSubjectPrefix("nowhere."),
 			outboxnats.WithAckTimeout(2*time.Second)), json.RawMessage(`{}`),
-			delivery(4, "a", "k4", 1, nil), false, "no response from stream"},
+			relaytest.Delivery(4, "a", "k4", 1, nil), false, "no response from stream"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.p.Handle(ctx, c.payload, c.d)
@@ -249,7 +242,7 @@ func TestPublishAckTimeout(t *testing.T) {
 	defer sub.Unsubscribe()
 	p := outboxnats.New(js, outboxnats.WithSubjectPrefix("silent."), outboxnats.WithAckTimeout(300*time.Millisecond))
 	start := time.Now()
-	err = p.Handle(context.Background(), json.RawMessage(`{}`), delivery(1, "a", "k", 1, nil))
+	err = p.Handle(context.Background(), json.RawMessage(`{}`), relaytest.Delivery(1, "a", "k", 1, nil))
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Handle took %s, want about the 300ms ack timeout", took)
 	}
@@ -263,80 +256,25 @@ func TestPublishAckTimeout(t *testing.T) {
 
 func TestRegister(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t)
-	_, js := ns.connect(t)
-
-	// A router as generated code builds it: Register relays its event types with its policies.
-	catalog := outbox.NewRouter()
-	paid := outbox.Policy{MaxAttempts: 25, Backoff: outbox.Backoff{Initial: 2 * time.Second, Max: time.Minute}, Timeout: 10 * time.Second}
-	catalog.Handle("order_paid", paid, nil2)
-	catalog.Handle("welcome_email", outbox.Policy{}, nil2)
-	relay := outbox.NewRouter()
-	relay.Handle("local_only", outbox.Policy{}, nil2)
-	if err := outboxnats.Register(relay, js, catalog); err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	if got, want := strings.Join(relay.EventTypes(), ","), "local_only,order_paid,welcome_email"; got != want {
-		t.Errorf("relay routes %s, want %s", got, want)
-	}
-	if got, _ := relay.Policy("order_paid"); got != paid.WithDefaults() {
-		t.Errorf("order_paid policy %+v, want the catalog's %+v", got, paid)
-	}
-	if got, _ := relay.Policy("welcome_email"); got != (outbox.Policy{}).WithDefaults() {
-		t.Errorf("welcome_email policy %+v, want the defaults", got)
-	}
-
-	for _, c := range []struct {
-		name   string
-		events outboxnats.Events
-		opts   []outboxnats.Option
-		want   string
-	}{
-		{"no events", outboxnats.Types(fast), nil, "no event types"},
-		{"already routed", outboxnats.Types(fast, "x", "local_only"), nil, `event "local_only" already has a handler`},
-		{"listed twice", outboxnats.Types(fast, "x", "x"), nil, `event "x" already has a handler`},
-		{"empty type", outboxnats.Types(fast, ""), nil, "empty event type"},
-		{"space in the type", outboxnats.Types(fast, "order paid"), nil, `subject "outbox.order paid": whitespace`},
-		{"wildcard type", outboxnats.Types(fast, ">"), nil, `token 2 is the wildcard ">"`},
-		{"empty token", outboxnats.Types(fast, "x"), []outboxnats.Option{outboxnats.WithSubjectPrefix("outbox..")}, "token 2 is empty"},
-		{"trailing dot", outboxnats.Types(fast, "x."), nil, "token 3 is empty"},
-		{"mapping to nothing", outboxnats.Types(fast, "x"), []outboxnats.Option{outboxnats.WithSubject(func(string) string { return "" })}, "empty subject"},
-		{"bad source", outboxnats.Types(fast, "x"), []outboxnats.Option{outboxnats.WithSource("shard a")}, `WithSource("shard a")`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := outbox.NewRouter()
-			r.Handle("local_only", outbox.Policy{}, nil2)
-			err := outboxnats.Register(r, js, c.events, c.opts...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Register = %v, want an error containing %q", err, c.want)
-			}
-			if got := r.EventTypes(); len(got) != 1 {
-				t.Errorf("a refused Register left routes %v, want only local_only", got)
-			}
-		})
-	}
+	_, js := startNATS(t).connect(t)
+	relaytest.CheckRegister(t, func(r *outbox.Router, events outboxnats.Events, opts ...outboxnats.Option) error {
+		return outboxnats.Register(r, js, events, opts...)
+	}, []relaytest.Refusal[outboxnats.Option]{
+		{Name: "space in the type", Events: outboxnats.Types(relaytest.Fast, "order paid"), Want: `subject "outbox.order paid": whitespace`},
+		{Name: "wildcard type", Events: outboxnats.Types(relaytest.Fast, ">"), Want: `token 2 is the wildcard ">"`},
+		{Name: "empty token", Events: outboxnats.Types(relaytest.Fast, "x"), Opts: []outboxnats.Option{outboxnats.WithSubjectPrefix("outbox..")}, Want: "token 2 is empty"},
+		{Name: "trailing dot", Events: outboxnats.Types(relaytest.Fast, "x."), Want: "token 3 is empty"},
+		{Name: "mapping to nothing", Events: outboxnats.Types(relaytest.Fast, "x"), Opts: []outboxnats.Option{outboxnats.WithSubject(func(string) string { return "" })}, Want: "empty subject"},
+		{Name: "bad source", Events: outboxnats.Types(relaytest.Fast, "x"), Opts: []outboxnats.Option{outboxnats.WithSource("shard a")}, Want: `WithSource("shard a")`},
+	}...)
 }
-
-func nil2(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
 
 // A generated catalog's router, built with nil handlers, is what Register reads: every outbox
 // event of the catalog (not its direct events), with the catalog's policies.
 func TestRegisterGeneratedCatalog(t *testing.T) {
 	t.Parallel()
 	_, js := startNATS(t).connect(t)
-	catalog := events.NewRouter(nil)
-	relay := outbox.NewRouter()
-	if err := outboxnats.Register(relay, js, catalog); err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	got, want := strings.Join(relay.EventTypes(), ","), strings.Join(catalog.EventTypes(), ",")
-	if got != want || !strings.Contains(got, "welcome_email") {
-		t.Errorf("relay routes %s, want the catalog's outbox events %s (welcome_email among them)", got, want)
-	}
-	for _, et := range catalog.EventTypes() {
-		want, _ := catalog.Policy(et)
-		if got, _ := relay.Policy(et); got != want {
-			t.Errorf("%s: policy %+v, want the catalog's %+v", et, got, want)
-		}
-	}
+	relaytest.CheckRegisterCatalog(t, func(r *outbox.Router, events outboxnats.Events, opts ...outboxnats.Option) error {
+		return outboxnats.Register(r, js, events, opts...)
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
 )
@@ -59,7 +59,7 @@ func checkOnce(t *testing.T, stream jetstream.Stream, keys map[outbox.MessageID]
 // the stream holds each exactly once, with its payload, key and headers.
 func TestRelayEveryMessageOnce(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	ns := startNATS(t)
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
@@ -75,7 +75,7 @@ func TestRelayEveryMessageOnce(t *testing.T) {
 			opts = append(opts, outbox.Header("traceparent", fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)))
 		}
 		payload := fmt.Sprintf(`{"n": %d, "amount": 1234.50}`, i)
-		id := db.enqueue(t, eventType, payload, key, opts...)
+		id := db.Enqueue(t, eventType, payload, key, opts...)
 		if key == "" {
 			key = fmt.Sprintf("msg:%d", id)
 		}
@@ -83,12 +83,12 @@ func TestRelayEveryMessageOnce(t *testing.T) {
 	}
 
 	relay := outbox.NewRouter()
-	if err := outboxnats.Register(relay, js, outboxnats.Types(fast, "order_paid", "welcome_email")); err != nil {
+	if err := outboxnats.Register(relay, js, outboxnats.Types(relaytest.Fast, "order_paid", "welcome_email")); err != nil {
 		t.Fatal(err)
 	}
-	w := startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
-	waitDrained(t, db, 60*time.Second)
-	w.stop(t)
+	w := relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	db.WaitDrained(t, 60*time.Second)
+	w.Stop(t)
 
 	for _, m := range checkOnce(t, stream, keys) {
 		id, _ := strconv.ParseInt(m.Header.Get("outbox-message-id"), 10, 64)
@@ -127,7 +127,7 @@ func (c *dupCounter) publish(ctx context.Context, payload json.RawMessage, d out
 // carries the same Nats-Msg-Id.
 func TestRelayRedeliveryDeduplicated(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	ns := startNATS(t)
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
@@ -135,13 +135,13 @@ func TestRelayRedeliveryDeduplicated(t *testing.T) {
 	const n = 60
 	keys := map[outbox.MessageID]string{}
 	for i := range n {
-		id := db.enqueue(t, "order_paid", `{}`, fmt.Sprintf("order_paid:%d", i))
+		id := db.Enqueue(t, "order_paid", `{}`, fmt.Sprintf("order_paid:%d", i))
 		keys[id] = fmt.Sprintf("order_paid:%d", i)
 	}
 	c := &dupCounter{p: outboxnats.New(js)}
 	var lost atomic.Int64
 	relay := outbox.NewRouter()
-	relay.Handle("order_paid", fast, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+	relay.Handle("order_paid", relaytest.Fast, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		if err := c.publish(ctx, payload, d); err != nil {
 			return err
 		}
@@ -151,15 +151,15 @@ func TestRelayRedeliveryDeduplicated(t *testing.T) {
 		}
 		return nil
 	})
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
-	waitDrained(t, db, 60*time.Second)
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	db.WaitDrained(t, 60*time.Second)
 
 	checkOnce(t, stream, keys)
 	if lost.Load() == 0 || c.dups.Load() != lost.Load() {
 		t.Errorf("%d publishes lost their result and %d later publishes were acked as duplicates, want as many (and some)", lost.Load(), c.dups.Load())
 	}
 	for id := range keys {
-		r := db.inspect(t, id)
+		r := db.Inspect(t, id)
 		want := 1
 		if id%3 == 0 {
 			want = 2
@@ -176,7 +176,7 @@ func TestRelayRedeliveryDeduplicated(t *testing.T) {
 // (see TestMain), so the kill is a real process death, not a cancelled context.
 func TestRelayWorkerKilledMidRelay(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	ns := startNATS(t)
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", 5*time.Minute, "outbox.>")
@@ -188,7 +188,7 @@ func TestRelayWorkerKilledMidRelay(t *testing.T) {
 		if i%2 == 0 {
 			key = fmt.Sprintf("order_paid:%d", i)
 		}
-		id := db.enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
+		id := db.Enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
 		if key == "" {
 			key = fmt.Sprintf("msg:%d", id)
 		}
@@ -227,7 +227,7 @@ func TestRelayWorkerKilledMidRelay(t *testing.T) {
 		t.Fatalf("the child published %d messages before it died, want at least %d", len(published), childConcurrency)
 	}
 	for id := range keys {
-		r := db.inspect(t, id)
+		r := db.Inspect(t, id)
 		if published[id] && r.Status != outbox.StatusProcessing {
 			t.Fatalf("message %d was published by the killed worker and is %s, want PROCESSING (nothing recorded)", id, r.Status)
 		}
@@ -239,16 +239,16 @@ func TestRelayWorkerKilledMidRelay(t *testing.T) {
 	// The restart: a new worker, whose reclaim returns the dead worker's rows once their lease ends.
 	c := &dupCounter{p: outboxnats.New(js)}
 	relay := outbox.NewRouter()
-	relay.Handle("order_paid", fast, c.publish)
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4, ReclaimInterval: 100 * time.Millisecond})
-	waitDrained(t, db, 60*time.Second)
+	relay.Handle("order_paid", relaytest.Fast, c.publish)
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4, ReclaimInterval: 100 * time.Millisecond})
+	db.WaitDrained(t, 60*time.Second)
 
 	checkOnce(t, stream, keys)
 	if got := c.dups.Load(); got != int64(len(published)) {
 		t.Errorf("%d publishes acked as duplicates after the restart, want %d (one per message the killed worker published)", got, len(published))
 	}
 	for id := range published {
-		if r := db.inspect(t, id); r.Attempts != 2 {
+		if r := db.Inspect(t, id); r.Attempts != 2 {
 			t.Errorf("message %d: %d attempts, want 2 (the killed claim counts)", id, r.Attempts)
 		}
 	}
@@ -260,7 +260,7 @@ func TestRelayWorkerKilledMidRelay(t *testing.T) {
 // retry are one message).
 func TestRelayNATSDown(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	ns := startNATS(t)
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", 5*time.Minute, "outbox.>")
@@ -270,25 +270,25 @@ func TestRelayNATSDown(t *testing.T) {
 	if err := outboxnats.Register(relay, js, outboxnats.Types(policy, "order_paid"), outboxnats.WithAckTimeout(300*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
 
 	keys := map[outbox.MessageID]string{}
-	first := db.enqueue(t, "order_paid", `{"before": true}`, "order_paid:before")
+	first := db.Enqueue(t, "order_paid", `{"before": true}`, "order_paid:before")
 	keys[first] = "order_paid:before"
-	waitFor(t, 30*time.Second, "the first message to be SENT", func() bool { return db.inspect(t, first).Status == outbox.StatusSent })
+	relaytest.WaitFor(t, 30*time.Second, "the first message to be SENT", func() bool { return db.Inspect(t, first).Status == outbox.StatusSent })
 
 	ns.stop()
 	var during []outbox.MessageID
 	for i := range 10 {
 		key := fmt.Sprintf("order_paid:during:%d", i)
-		id := db.enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
+		id := db.Enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key)
 		keys[id] = key
 		during = append(during, id)
 	}
 	// Every message is tried and retried while the server is down, and waits its backoff.
-	waitFor(t, 30*time.Second, "every message to be retried at least twice", func() bool {
+	relaytest.WaitFor(t, 30*time.Second, "every message to be retried at least twice", func() bool {
 		for _, id := range during {
-			if r := db.inspect(t, id); r.Attempts < 2 {
+			if r := db.Inspect(t, id); r.Attempts < 2 {
 				return false
 			}
 		}
@@ -296,7 +296,7 @@ func TestRelayNATSDown(t *testing.T) {
 	})
 	var sawBackoff bool
 	for _, id := range during {
-		r := db.inspect(t, id)
+		r := db.Inspect(t, id)
 		if r.Status == outbox.StatusSent || r.Status == outbox.StatusFailed {
 			t.Fatalf("message %d is %s while the server is down", id, r.Status)
 		}
@@ -314,10 +314,10 @@ func TestRelayNATSDown(t *testing.T) {
 	}
 
 	ns.restart()
-	waitDrained(t, db, 60*time.Second)
+	db.WaitDrained(t, 60*time.Second)
 	checkOnce(t, stream, keys)
 	for _, id := range during {
-		if r := db.inspect(t, id); r.Attempts < 2 {
+		if r := db.Inspect(t, id); r.Attempts < 2 {
 			t.Errorf("message %d was SENT after %d attempts, want the retries of the outage", id, r.Attempts)
 		}
 	}
@@ -329,65 +329,32 @@ func TestRelayNATSDown(t *testing.T) {
 // in the order they were committed, each once.
 func TestRelayOrderPerKey(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := relaytest.NewDB(t)
 	ns := startNATS(t)
 	_, js := ns.connect(t)
 	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
 
 	const producers, keysPer, perKey = 3, 2, 15
-	var mu sync.Mutex
 	keys := map[outbox.MessageID]string{}
-	var wg sync.WaitGroup
-	for g := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each producer commits its keys' messages one after another, so commit order per
-			// key is seq order; the producers race each other.
-			for seq := range perKey {
-				for k := range keysPer {
-					key := fmt.Sprintf("orders:%d", g*keysPer+k)
-					eventType := []string{"order_placed", "order_paid"}[seq%2]
-					id := db.enqueueOrdered(t, eventType, fmt.Sprintf(`{"key": %q, "seq": %d}`, key, seq), key)
-					mu.Lock()
-					keys[id] = fmt.Sprintf("msg:%d", id)
-					mu.Unlock()
-				}
-			}
-		}()
+	for _, id := range db.EnqueueOrderedRace(t, producers, keysPer, perKey, "orders:", func(seq int) string {
+		return []string{"order_placed", "order_paid"}[seq%2]
+	}) {
+		keys[id] = fmt.Sprintf("msg:%d", id)
 	}
-	wg.Wait()
 
 	c := &dupCounter{p: outboxnats.New(js)}
-	var lostAfter, failedBefore atomic.Int64
+	var flaky relaytest.Flaky
 	relay := outbox.NewRouter()
-	h := func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
-		var v struct{ Seq int }
-		if err := json.Unmarshal(payload, &v); err != nil {
-			return err
-		}
-		if d.Attempt == 1 && v.Seq%4 == 3 {
-			failedBefore.Add(1)
-			return errors.New("test: failed before publishing")
-		}
-		if err := c.publish(ctx, payload, d); err != nil {
-			return err
-		}
-		if d.Attempt == 1 && v.Seq%4 == 1 {
-			lostAfter.Add(1)
-			return errors.New("test: published, then the result was lost")
-		}
-		return nil
-	}
-	relay.Handle("order_placed", fast, h)
-	relay.Handle("order_paid", fast, h)
-	startWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
-	waitDrained(t, db, 60*time.Second)
+	h := flaky.Wrap(c.publish)
+	relay.Handle("order_placed", relaytest.Fast, h)
+	relay.Handle("order_paid", relaytest.Fast, h)
+	relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 8})
+	db.WaitDrained(t, 60*time.Second)
 
 	msgs := checkOnce(t, stream, keys)
-	if c.dups.Load() != lostAfter.Load() || failedBefore.Load() == 0 {
+	if c.dups.Load() != flaky.LostAfter.Load() || flaky.FailedBefore.Load() == 0 {
 		t.Errorf("%d duplicate acks for %d publishes whose result was lost (and %d failures before publishing), want as many duplicates",
-			c.dups.Load(), lostAfter.Load(), failedBefore.Load())
+			c.dups.Load(), flaky.LostAfter.Load(), flaky.FailedBefore.Load())
 	}
 	next := map[string]int{}
 	for _, m := range msgs {
