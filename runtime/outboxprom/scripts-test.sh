@@ -2,26 +2,7 @@
 # Run by scripts/test inside this module: its own go.mod keeps client_golang out of the core's
 # dependencies, so the root's `go vet ./...` and `go test ./...` do not reach it.
 # The integration tests need OUTBOX_TEST_DSN (scripts/test exports it); without it they skip
-# and say so, and this script prints the skips.
+# and say so, and scripts/module-test.sh (vet, staticcheck, go test -race) prints the skips.
 set -euo pipefail
 cd "$(dirname "$0")"
-
-echo "outboxprom: go vet"
-go vet ./...
-if command -v staticcheck >/dev/null 2>&1; then
-	echo "outboxprom: staticcheck"
-	staticcheck ./...
-fi
-
-echo "outboxprom: go test -race"
-log=$(mktemp /tmp/outboxprom-test.XXXXXX)
-status=0
-go test -race -count=1 -v ./... >"$log" 2>&1 || status=$?
-grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- PASS|--- SKIP)' "$log" || true
-count() { grep -cE "^\s*--- $1" "$log" || true; }
-echo "outboxprom go test: $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped"
-if grep -qE '^\s*--- SKIP' "$log"; then
-	echo "skipped tests:"; grep -E -A1 '^\s*--- SKIP' "$log" | head -n 40
-fi
-rm -f "$log"
-[ "$status" -eq 0 ] || { echo "outboxprom: go test failed (exit $status)"; exit "$status"; }
+exec bash ../../scripts/module-test.sh .

@@ -15,24 +15,8 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 /usr/bin/chromium --version 2>/dev/null | head -n1 || true
 
-echo "outboxconsole e2e: go vet"
-go vet ./...
-if command -v staticcheck >/dev/null 2>&1; then
-	echo "outboxconsole e2e: staticcheck"
-	staticcheck ./...
-fi
-
 export OUTBOX_E2E_ARTIFACTS=${OUTBOX_E2E_ARTIFACTS:-/tmp/outboxconsole-e2e}
 export OUTBOX_E2E_REQUIRE=1 # a missing browser fails here instead of skipping
-echo "outboxconsole e2e: go test (screenshots in $OUTBOX_E2E_ARTIFACTS)"
-log=$(mktemp /tmp/outboxconsole-e2e.XXXXXX)
-status=0
-go test -count=1 -v ./... >"$log" 2>&1 || status=$?
-grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- PASS|--- SKIP)' "$log" || true
-count() { grep -cE "^\s*--- $1" "$log" || true; }
-echo "outboxconsole e2e go test: $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped"
-if grep -qE '^\s*--- SKIP' "$log"; then
-	echo "skipped tests:"; grep -E -A1 '^\s*--- SKIP' "$log" | head -n 40
-fi
-rm -f "$log"
-[ "$status" -eq 0 ] || { echo "outboxconsole e2e: go test failed (exit $status)"; exit "$status"; }
+echo "outboxconsole e2e: screenshots in $OUTBOX_E2E_ARTIFACTS"
+# vet, staticcheck when installed, go test -count=1 -v (without -race, as this script always ran it).
+exec bash ../../../scripts/module-test.sh . -count=1

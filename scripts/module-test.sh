@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# scripts/module-test.sh DIR [GO TEST FLAGS...]: the checks of a module of its own (a go.mod
+# below the root, which the root's `go vet ./...` and `go test ./...` do not reach), for its
+# scripts-test.sh, which scripts/test runs once per database server (OUTBOX_TEST_DSN):
+# go vet, staticcheck when it is installed, then go test -v ./... with FLAGS (-race -count=1
+# when none are given), the per-test chatter dropped, the verdicts counted and the skipped
+# tests listed (a test that needs OUTBOX_TEST_DSN skips without it and says so).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${1:?usage: scripts/module-test.sh DIR [GO TEST FLAGS...]}"
+shift
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(-race -count=1)
+# runtime/outboxconsole/e2e is "outboxconsole e2e" in what this prints.
+case $PWD in
+"$root"/*) label=${PWD#"$root"/} ;;
+*) label=${PWD##*/} ;;
+esac
+label=${label#runtime/}
+label=${label//\// }
+
+echo "$label: go vet"
+go vet ./...
+if command -v staticcheck >/dev/null 2>&1; then
+	echo "$label: staticcheck"
+	staticcheck ./...
+fi
+
+echo "$label: go test ${flags[*]}"
+log=$(mktemp "/tmp/${label// /-}-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+status=0
+go test "${flags[@]}" -v ./... >"$log" 2>&1 || status=$?
+grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- PASS|--- SKIP)' "$log" || true
+count() { grep -cE "^\s*--- $1" "$log" || true; }
+echo "$label go test: $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped"
+if grep -qE '^\s*--- SKIP' "$log"; then
+	echo "skipped tests:"; grep -E -A1 '^\s*--- SKIP' "$log" | head -n 40
+fi
+[ "$status" -eq 0 ] || { echo "$label: go test failed (exit $status)"; exit "$status"; }
