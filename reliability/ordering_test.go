@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/reliability/internal/ledger"
+	"github.com/outboxgen/outboxgen/reliability/internal/proxy"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -365,4 +366,76 @@ func TestSuiteCatchesDisorder(t *testing.T) {
 		t.Errorf("the control found overlaps=%d and order violations=%d; want both (%s)", ord.Overlaps, ord.OutOfOrder+ord.BeforeSent+ord.DoneOutOfOrder, ord)
 	}
 	t.Logf("control: disorder caught, e.g.:\n%s", orderExamples(ord))
+}
+
+// TestOrderingClaimAnsweredAfterLease aims one fault at one moment: worker w1 talks through
+// the proxy, which lets its claim's COMMIT reach the server and then holds the answer (and all
+// of w1's traffic) past the lease. Meanwhile w2 reclaims the head, handles it and the key's
+// next message. When the answer finally reaches w1, its claim is older than the lease: the
+// worker must not call the handler for it (the row is no longer its own; for an ordered row,
+// the key has moved on), yet it does when a dispatch slot is free at once.
+//
+// Opt-in (OUTBOX_REL_REPRO=1) while the runtime has the bug it reproduces (see RELIABILITY.md,
+// Findings): it fails on every server.
+func TestOrderingClaimAnsweredAfterLease(t *testing.T) {
+	if os.Getenv("OUTBOX_REL_REPRO") != "1" {
+		t.Skip("reproduces a known runtime bug (RELIABILITY.md, Findings); OUTBOX_REL_REPRO=1 runs it")
+	}
+	e := newEnv(t, "ordering_late_claim")
+	keys := e.setupOrdering(1)
+	px, err := proxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	flags := baseFlags("-concurrency", "1", "-batch", "1", "-ordered")
+	e.startWorker("w1", workerOpts{addr: px.Addr(), flags: flags})
+	// Let w1's first reclaim pass before its claim: a reclaim transaction caught by the pause
+	// while it holds the row would block w2's reclaim for the whole pause (RELIABILITY.md,
+	// Findings), and w2 could not take the row over.
+	time.Sleep(time.Second)
+	fired := px.PauseAfter([]byte("-- name: MessageClaimMark"), []byte("\x03COMMIT"))
+	ctx := context.Background()
+	msg := func() []spec {
+		return []spec{{Payload: map[string]any{"mode": "ok", "ms": 5}, EventType: orderedTypes[0], MaxAttempts: 100, OrderingKey: keys[0]}}
+	}
+	if err := e.enqueueTx(ctx, msg(), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fired:
+	case <-time.After(15 * time.Second):
+		t.Fatal("w1 never committed a claim through the proxy")
+	}
+	pausedAt := time.Now()
+	e.startWorker("w2", workerOpts{flags: flags})
+	if err := e.enqueueTx(ctx, msg(), false); err != nil {
+		t.Fatal(err)
+	}
+	// w2 reclaims the head once the 2s lease has passed and handles both messages.
+	deadline := time.Now().Add(7 * time.Second)
+	for {
+		var sent int
+		if err := e.db.QueryRow("SELECT COUNT(*) FROM outbox_messages WHERE status = 'SENT'").Scan(&sent); err != nil {
+			t.Fatal(err)
+		}
+		if sent == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("w2 did not handle both messages within 7s of the pause (%d SENT): was w2's reclaim waiting on a lock of w1's, held by the pause?", sent)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held := time.Since(pausedAt)
+	px.Resume() // within the claim's 10s timeout: w1 gets its COMMIT's answer
+	time.Sleep(time.Second)
+	_, lines, rows := e.check(true, fmt.Sprintf("w1's claim COMMIT answered after %v (lease 2s)", held.Round(time.Millisecond)))
+	ord := e.checkOrder(lines, rows)
+	summary := fmt.Sprintf("ordering_late_claim: claim answer held %v | %s", held.Round(time.Millisecond), ord)
+	t.Log(summary)
+	report(summary)
+	if len(ord.Problems) > 0 {
+		t.Errorf("a claim answered after its lease was dispatched: %d order problem(s):\n%s", len(ord.Problems), ord.Summary(10))
+	}
 }

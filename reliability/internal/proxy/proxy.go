@@ -1,9 +1,12 @@
 // Package proxy is a TCP proxy for fault tests: clients connect to Addr, bytes flow to the
 // target, and the test can Pause the flow (both directions stall: a network partition that
 // TCP does not notice), Resume it, or Drop every open connection (both sides see a reset).
+// PauseAfter aims a pause at one moment of a client's conversation (say, just after the
+// server received a particular COMMIT, before its answer gets back).
 package proxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +21,7 @@ type Proxy struct {
 	cond   *sync.Cond
 	paused bool
 	closed bool
+	trap   *trap // armed by PauseAfter; nil when none
 	conns  map[*pair]struct{}
 	wg     sync.WaitGroup
 
@@ -28,6 +32,13 @@ type Proxy struct {
 type pair struct {
 	client, server net.Conn
 	dead           atomic.Bool
+	primed         bool // this client sent the trap's first pattern (used by its client->server pipe only)
+}
+
+// trap is PauseAfter's one-shot trigger.
+type trap struct {
+	first, then []byte
+	fired       chan struct{}
 }
 
 func (p *pair) close() {
@@ -95,16 +106,17 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(pr, s, c) }()
-	go func() { defer wg.Done(); p.pipe(pr, c, s) }()
+	go func() { defer wg.Done(); p.pipe(pr, s, c, true) }()
+	go func() { defer wg.Done(); p.pipe(pr, c, s, false) }()
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, pr)
 	p.mu.Unlock()
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is paused.
-func (p *Proxy) pipe(pr *pair, dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while the proxy is paused. upstream is the
+// client->server direction, the one PauseAfter watches.
+func (p *Proxy) pipe(pr *pair, dst, src net.Conn, upstream bool) {
 	defer pr.close()
 	buf := make([]byte, 32<<10)
 	for {
@@ -115,6 +127,9 @@ func (p *Proxy) pipe(pr *pair, dst, src net.Conn) {
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if upstream {
+				p.watch(pr, buf[:n])
 			}
 		}
 		if err != nil {
@@ -131,6 +146,39 @@ func (p *Proxy) waitFlowing(pr *pair) bool {
 		p.cond.Wait()
 	}
 	return !p.closed && (pr == nil || !pr.dead.Load())
+}
+
+// PauseAfter arms a one-shot pause: once a client has sent a chunk containing first and, as
+// its very next chunk on that connection, one containing then (a request/response protocol
+// sends the next request after the answer), that second chunk is delivered to the server and
+// the proxy pauses at once (as Pause) until Resume. The server has the request; its answer
+// is held. The channel is closed when the pause began. Arming again replaces an unfired trap.
+func (p *Proxy) PauseAfter(first, then []byte) <-chan struct{} {
+	t := &trap{first: append([]byte(nil), first...), then: append([]byte(nil), then...), fired: make(chan struct{})}
+	p.mu.Lock()
+	p.trap = t
+	for pr := range p.conns {
+		pr.primed = false
+	}
+	p.mu.Unlock()
+	return t.fired
+}
+
+// watch checks a chunk that was just delivered upstream against the armed trap.
+func (p *Proxy) watch(pr *pair, chunk []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.trap
+	if t == nil {
+		return
+	}
+	if pr.primed && bytes.Contains(chunk, t.then) {
+		p.paused = true
+		p.trap = nil
+		close(t.fired)
+		return
+	}
+	pr.primed = bytes.Contains(chunk, t.first)
 }
 
 // Pause stalls all traffic, new connections included, until Resume or Drop.

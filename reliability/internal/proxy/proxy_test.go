@@ -112,3 +112,46 @@ func TestPauseResumeDrop(t *testing.T) {
 		t.Fatalf("accepted=%d dropped=%d, want 2 and 2", p.Accepted(), p.Dropped())
 	}
 }
+
+// PauseAfter pauses right after the server got the trap's second request, holding its answer.
+func TestPauseAfter(t *testing.T) {
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	fired := p.PauseAfter([]byte("mark"), []byte("commit"))
+	// "commit" not right after "mark" does not fire; neither does "mark" alone.
+	for _, msg := range []string{"commit", "mark", "other", "commit", "mark"} {
+		if got, err := roundTrip(c, r, msg, 2*time.Second); err != nil || got != msg+"\n" {
+			t.Fatalf("%s: got %q, %v; want the echo (the trap must not fire yet)", msg, got, err)
+		}
+	}
+	if got, err := roundTrip(c, r, "commit", 300*time.Millisecond); err == nil {
+		t.Fatalf("commit after mark: got %q; want the answer held", got)
+	}
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the trap did not report firing")
+	}
+	p.Resume()
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.ReadString('\n'); err != nil || got != "commit\n" {
+		t.Fatalf("after resume: got %q, %v; want the held answer", got, err)
+	}
+	// One shot: the same sequence passes now.
+	for _, msg := range []string{"mark", "commit"} {
+		if got, err := roundTrip(c, r, msg, 2*time.Second); err != nil || got != msg+"\n" {
+			t.Fatalf("after firing, %s: got %q, %v", msg, got, err)
+		}
+	}
+}
