@@ -375,12 +375,9 @@ func TestSuiteCatchesDisorder(t *testing.T) {
 // worker must not call the handler for it (the row is no longer its own; for an ordered row,
 // the key has moved on), yet it does when a dispatch slot is free at once.
 //
-// Opt-in (OUTBOX_REL_REPRO=1) while the runtime has the bug it reproduces (see RELIABILITY.md,
-// Findings): it fails on every server.
+// It failed on every server until the worker checked the claim's age on both dispatch paths
+// (RELIABILITY.md, Findings); now it runs in every suite run.
 func TestOrderingClaimAnsweredAfterLease(t *testing.T) {
-	if os.Getenv("OUTBOX_REL_REPRO") != "1" {
-		t.Skip("reproduces a known runtime bug (RELIABILITY.md, Findings); OUTBOX_REL_REPRO=1 runs it")
-	}
 	e := newEnv(t, "ordering_late_claim")
 	keys := e.setupOrdering(1)
 	px, err := proxy.Start(srv.Addr())

@@ -52,9 +52,11 @@ func (w *Worker) startDispatch(m claimed) {
 	}()
 }
 
-// acquireAndHandle waits for a dispatch slot and runs the handler. A prefetched row that
-// waited so long that its handler could outlive the lease (and be reclaimed and run twice) is
-// given back unhandled instead: PENDING again, due at once. ran says whether the handler ran.
+// acquireAndHandle waits for a dispatch slot and runs the handler. A row whose claim began so
+// long ago (a prefetched row that waited for a slot, a claim whose answer came back late) that
+// its handler could outlive the lease (and be reclaimed and run twice, or out of its key's
+// order) is given back unhandled instead: PENDING again, due at once, if the fence still lets
+// the write through. ran says whether the handler ran.
 func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m claimed) (res result, ran bool) {
 	select {
 	case sem <- struct{}{}:
@@ -64,11 +66,15 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m cla
 		case <-hctx.Done():
 			return w.giveBack(m, "the worker shut down before a dispatch slot was free"), false
 		}
-		rt, _ := w.router.lookup(m.eventType)
-		if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
-			<-sem
-			return w.giveBack(m, fmt.Sprintf("waited %s for a dispatch slot; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false
-		}
+	}
+	// Checked whether the slot was free at once or not: a claim whose answer came back late (a
+	// stalled network, a paused process) may already have been reclaimed and handled by another
+	// worker, and for an ordered key even its successor; handling it now would deliver it out
+	// of order. The lease started at the latest when the claim began.
+	rt, _ := w.router.lookup(m.eventType)
+	if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
+		<-sem
+		return w.giveBack(m, fmt.Sprintf("%s passed since the claim began; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false
 	}
 	defer func() { <-sem }()
 	w.mu.Lock()
