@@ -531,12 +531,16 @@ type orderedEvent struct {
 // ordering checks ordering_key and ordering_group, and files the event under its group.
 func (v *validator) ordering(e *eventDecl, what string, direct bool, byName map[string]*fieldDecl, names []string) {
 	if direct && (e.orderingKeyPos != nil || e.orderingGroup != nil) {
-		at, keys := e.orderingGroup.p, "ordering_group"
+		// ordering_key is looked at first: with it set, ordering_group may be absent (nil).
+		var at pos
+		keys := "ordering_key"
 		if e.orderingKeyPos != nil {
-			at, keys = *e.orderingKeyPos, "ordering_key"
+			at = *e.orderingKeyPos
 			if e.orderingGroup != nil {
 				keys += " and ordering_group"
 			}
+		} else {
+			at, keys = e.orderingGroup.p, "ordering_group"
 		}
 		v.ps.add(at, "%s: a delivery: direct event cannot be ordered: SendX calls its handler at once, in-process, and stores nothing to keep in order; remove %s, or deliver it through the outbox", what, keys)
 		return
