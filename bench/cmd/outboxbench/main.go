@@ -41,8 +41,11 @@ type options struct {
 }
 
 // Workloads: w3 is W3 with the consumer in the producer's process, w3x with the consumer in a
-// child process (both systems at LatencyRate and SporadicRate), idle the idle cost.
-var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem"}
+// child process (both systems at LatencyRate and SporadicRate), idle the idle cost. ordered
+// (issue 14) adds outboxgen's W1 and W2 with ordering keys, otel (issue 16) W1 and W2 with
+// runtime/outboxotel wired; each also runs the plain outboxgen rows it is compared with (and
+// ordered L0's W1), interleaved in the same rounds.
+var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem", "ordered", "otel"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
@@ -51,7 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway server when none is given)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each reports the median")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes, 1 round: checks that everything runs and nothing is lost")
-	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem")
+	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem, ordered (W1 and W2 drains with ordering keys), otel (W1 and W2 with outboxotel wired)")
 	systems := fs.String("systems", "L0,outboxgen,watermill", "systems to run")
 	modes := fs.String("modes", "default,interpolate", "driver settings: default, interpolate (interpolateParams=true)")
 	fs.StringVar(&o.markdown, "out", "", "also write the markdown report to this file")
@@ -68,6 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.xprocRounds, "xproc-rounds", 1, "W3 across processes (w3x) runs in the first N rounds of each driver mode")
 	memSmall := fs.Int("mem-small", 0, "Memory small backlog (default 20000)")
 	memLarge := fs.Int("mem-large", 0, "Memory large backlog (default 200000)")
+	orderedKeys := fs.Int("ordered-keys", 0, "ordered: keys the messages spread over, round-robin (default 1000; 50 with --smoke)")
+	serialN := fs.Int("serial-n", 0, "ordered: backlog of the drain over 1 key (default 300)")
 	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize (0: its default, 100)")
 	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency (0: its default, 16)")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	setD(&o.sz.IdleWindow, *idleWindow)
 	setI(&o.sz.MemSmall, *memSmall)
 	setI(&o.sz.MemLarge, *memLarge)
+	setI(&o.sz.OrderedKeys, *orderedKeys)
+	setI(&o.sz.SerialN, *serialN)
 	o.only = strings.Split(*only, ",")
 	for _, w := range o.only {
 		if !slices.Contains(workloadNames, w) {
@@ -171,6 +178,16 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	b := &bench{o: o, srv: srv, kind: kind, exe: exe, log: stderr}
+	if slices.Contains(o.only, "otel") && slices.Contains(o.systems, "outboxgen") {
+		b.otel = setupOTel()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.otel.shutdown(sctx); err != nil {
+				fmt.Fprintln(stderr, "outboxbench: otel shutdown:", err)
+			}
+		}()
+	}
 	start := time.Now()
 	b.run(ctx)
 	report := b.report(settings, time.Since(start))
@@ -198,10 +215,21 @@ type bench struct {
 	exe     string
 	log     io.Writer
 	results []result
+	otel    *otelWiring // set when the otel workload runs
 }
 
 func (b *bench) wants(workload, sys string) bool {
 	return slices.Contains(b.o.only, workload) && slices.Contains(b.o.systems, sys)
+}
+
+// wantsAny: sys is selected and so is one of workloads.
+func (b *bench) wantsAny(sys string, workloads ...string) bool {
+	for _, w := range workloads {
+		if b.wants(w, sys) {
+			return true
+		}
+	}
+	return false
 }
 
 // record stores one result and logs it as it happens, so a long run shows progress.
@@ -233,11 +261,13 @@ func (b *bench) run(ctx context.Context) {
 	}
 }
 
-// runRound runs every selected workload once, systems interleaved: L0, outboxgen, watermill.
+// runRound runs every selected workload once, systems interleaved: L0, outboxgen (then its
+// traced and ordered variants), watermill.
 func (b *bench) runRound(ctx context.Context, e runEnv) {
 	base := result{Mode: e.mode.Name, Round: e.round}
-	one := func(workload string, sys system, f func() (result, error)) {
-		if !b.wants(workloadKey(workload), sys.name()) || ctx.Err() != nil {
+	// one runs workload (the row's label) of sys when sys is selected with one of keys.
+	one := func(keys []string, workload string, sys system, f func() (result, error)) {
+		if !b.wantsAny(sys.name(), keys...) || ctx.Err() != nil {
 			return
 		}
 		t := time.Now()
@@ -245,27 +275,81 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		r.Mode, r.Round, r.Workload, r.System = base.Mode, base.Round, workload, sys.name()
 		b.record(r, err, time.Since(t))
 	}
+	keys := func(k ...string) []string { return k }
 	systems := allSystems()
 	consumers := systems[1:]
+	ordered := oursSystem{orderedKeys: e.sz.OrderedKeys}
+	serial := oursSystem{orderedKeys: 1}
+	traced := oursSystem{traced: true}
 
+	// W1: plain outboxgen is the baseline of both variants; L0 also that of ordered (the
+	// W1 / L0 ratio that earlier runs report).
 	for _, conc := range []int{1, 8} {
+		label := fmt.Sprintf("W1 tx/s, %d goroutine(s)", conc)
 		for _, sys := range systems {
-			one(fmt.Sprintf("W1 tx/s, %d goroutine(s)", conc), sys, func() (result, error) { return e.runTx(ctx, sys, conc) })
-		}
-	}
-
-	one("W2 L0 UPDATE 100 ids", limitSystem{}, func() (result, error) { return e.runUpdate(ctx) })
-	for _, w := range []int{1, 4} {
-		for _, sys := range consumers {
-			one(fmt.Sprintf("W2 drain %d, no-op, %d worker(s)", e.sz.DrainN, w), sys, func() (result, error) {
-				return e.runDrain(ctx, sys, w, e.sz.DrainN, 0)
+			var k []string
+			switch sys.name() {
+			case "L0":
+				k = keys("w1", "ordered")
+			case "outboxgen":
+				k = keys("w1", "ordered", "otel")
+			default:
+				k = keys("w1")
+			}
+			one(k, label, sys, func() (result, error) { return e.runTx(ctx, sys, conc, nil) })
+			if sys.name() != "outboxgen" {
+				continue
+			}
+			one(keys("otel"), label+", "+otelLabel, traced, func() (result, error) {
+				return e.runTx(ctx, traced, conc, tracedTxCheck(b.otel))
+			})
+			one(keys("ordered"), label+", "+orderedLabel(e.sz.OrderedKeys), ordered, func() (result, error) {
+				return e.runTx(ctx, ordered, conc, orderedTxCheck(e.sz.OrderedKeys))
 			})
 		}
 	}
+
+	one(keys("w2"), "W2 L0 UPDATE 100 ids", limitSystem{}, func() (result, error) { return e.runUpdate(ctx) })
+	for _, w := range []int{1, 4} {
+		label := fmt.Sprintf("W2 drain %d, no-op, %d worker(s)", e.sz.DrainN, w)
+		for _, sys := range consumers {
+			k := keys("w2")
+			if w == 1 && sys.name() == "outboxgen" {
+				k = keys("w2", "ordered", "otel")
+			}
+			one(k, label, sys, func() (result, error) { return e.runDrain(ctx, sys, w, e.sz.DrainN, 0, nil) })
+			if w != 1 || sys.name() != "outboxgen" {
+				continue
+			}
+			one(keys("otel"), label+", "+otelLabel, traced, func() (result, error) {
+				chk, err := tracedDrainCheck(ctx, b.otel)
+				if err != nil {
+					return result{}, err
+				}
+				return e.runDrain(ctx, traced, w, e.sz.DrainN, 0, chk)
+			})
+			one(keys("ordered"), label+", "+orderedLabel(e.sz.OrderedKeys), ordered, func() (result, error) {
+				return e.runDrain(ctx, ordered, w, e.sz.DrainN, 0, orderedDrainCheck(e.sz.DrainN, e.sz.OrderedKeys))
+			})
+			one(keys("ordered"), fmt.Sprintf("W2 drain %d, no-op, %d worker(s), %s", e.sz.SerialN, w, orderedLabel(1)), serial, func() (result, error) {
+				return e.runDrain(ctx, serial, w, e.sz.SerialN, 0, orderedDrainCheck(e.sz.SerialN, 1))
+			})
+		}
+	}
+	slowLabel := fmt.Sprintf("W2 drain %d, 5 ms handler, 1 worker", e.sz.SlowN)
 	for _, sys := range consumers {
-		one(fmt.Sprintf("W2 drain %d, 5 ms handler, 1 worker", e.sz.SlowN), sys, func() (result, error) {
-			return e.runDrain(ctx, sys, 1, e.sz.SlowN, slowHandler)
+		k := keys("w2")
+		if sys.name() == "outboxgen" {
+			k = keys("w2", "ordered")
+		}
+		one(k, slowLabel, sys, func() (result, error) {
+			return e.runDrain(ctx, sys, 1, e.sz.SlowN, slowHandler, nil)
 		})
+		if sys.name() == "outboxgen" {
+			one(keys("ordered"), slowLabel+", "+orderedLabel(e.sz.OrderedKeys), ordered, func() (result, error) {
+				return e.runDrain(ctx, ordered, 1, e.sz.SlowN, slowHandler, orderedDrainCheck(e.sz.SlowN, e.sz.OrderedKeys))
+			})
+		}
 	}
 
 	for _, lc := range latencyCases(consumers, e.sz) {
@@ -341,9 +425,21 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 
 	for _, sys := range consumers {
 		for _, n := range []int{e.sz.MemSmall, e.sz.MemLarge} {
-			one(fmt.Sprintf("Memory peak RSS, backlog %d", n), sys, func() (result, error) { return e.runMemory(ctx, sys, n) })
+			one(keys("mem"), fmt.Sprintf("Memory peak RSS, backlog %d", n), sys, func() (result, error) { return e.runMemory(ctx, sys, n) })
 		}
 	}
+}
+
+// otelLabel marks the rows of the otel workload: outboxotel wired (the plain outboxgen row of the
+// same label without it is the unwired baseline).
+const otelLabel = "OTel wired"
+
+// orderedLabel marks the rows of the ordered workload.
+func orderedLabel(keys int) string {
+	if keys == 1 {
+		return "ordered, 1 key"
+	}
+	return fmt.Sprintf("ordered, %d keys", keys)
 }
 
 type latencyCase struct {
@@ -385,23 +481,6 @@ func perMsg(count int64, n int) float64 {
 		return -1
 	}
 	return float64(count) / float64(n)
-}
-
-func workloadKey(label string) string {
-	switch {
-	case strings.HasPrefix(label, "W1"):
-		return "w1"
-	case strings.HasPrefix(label, "W2"):
-		return "w2"
-	case strings.HasPrefix(label, "W3 other process"):
-		return "w3x"
-	case strings.HasPrefix(label, "W3"):
-		return "w3"
-	case strings.HasPrefix(label, "Idle"):
-		return "idle"
-	default:
-		return "mem"
-	}
 }
 
 // failures lists runs that errored, and runs of outboxgen (or L0) that lost or duplicated

@@ -13,11 +13,15 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxotel"
 )
 
-func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error) {
+func (o oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error) {
 	r := outbox.NewRouter()
 	r.Handle(ourType, outbox.Policy{}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
+		if c.OnStart != nil {
+			c.OnStart(payload)
+		}
 		if c.HandlerDelay > 0 {
 			time.Sleep(c.HandlerDelay)
 		}
@@ -27,14 +31,23 @@ func (oursSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onM
 	obs := &claimObs{}
 	// The default Config but for the bench's levers (zero values: the defaults, which is what
 	// the table reports): PollInterval 1s, MinPollInterval 20ms, BatchSize 100, Concurrency 16.
-	w, err := outbox.NewWorker(db, r, outbox.Config{
+	cfg := outbox.Config{
 		PollInterval: c.PollInterval,
 		BatchSize:    oursBatch,
 		Observer:     obs,
 		Concurrency:  oursConcurrency,
 		// Info lines would only slow the run down; warnings and errors still reach stderr.
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if o.traced {
+		// The worker-side line of outboxotel's wiring: a CONSUMER span per handler call (first
+		// middleware) and its OTel instruments next to claimObs, from the global providers.
+		var err error
+		if cfg, err = outboxotel.Instrument(cfg); err != nil {
+			return consumer{}, err
+		}
+	}
+	w, err := outbox.NewWorker(db, r, cfg)
 	if err != nil {
 		return consumer{}, err
 	}

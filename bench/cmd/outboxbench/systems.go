@@ -19,8 +19,9 @@ type system interface {
 	// enqueueBatch adds many messages to one transaction (preloading a backlog).
 	enqueueBatch(ctx context.Context, tx *sql.Tx, payloads [][]byte) error
 	// inTx runs fn in a business transaction the way the system's docs say to; outboxgen's
-	// InTx also wakes the workers of this process after the commit.
-	inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error
+	// InTx also wakes the workers of this process after the commit. fn gets the context to
+	// enqueue with (the traced variant's carries the request's span).
+	inTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx) error) error
 	// consume starts one consumer on db; every handled payload goes to onMsg after the
 	// handler delay. Its stop ends it gracefully and returns its error, if any.
 	consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error)
@@ -42,6 +43,10 @@ type consumerConfig struct {
 	// PollInterval overrides the system's default when non-zero (the defaults are what the
 	// table reports; see W3).
 	PollInterval time.Duration
+	// OnStart, when set, is called with the payload as each handler call begins (before the
+	// handler delay; onMsg is called as it ends): the ordered drain's check that calls of one
+	// key never overlap. outboxgen only.
+	OnStart func(payload []byte)
 }
 
 // consumer is one running consumer.
@@ -99,8 +104,8 @@ func (limitSystem) setup(ctx context.Context, db *sql.DB) error {
 }
 func (limitSystem) enqueue(context.Context, *sql.Tx, []byte) error        { return nil }
 func (limitSystem) enqueueBatch(context.Context, *sql.Tx, [][]byte) error { return nil }
-func (limitSystem) inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return plainTx(ctx, db, fn)
+func (limitSystem) inTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return plainTx(ctx, db, func(tx *sql.Tx) error { return fn(ctx, tx) })
 }
 func (limitSystem) consume(context.Context, *sql.DB, consumerConfig, func([]byte)) (consumer, error) {
 	return consumer{}, errors.New("L0 has no consumer")
@@ -120,6 +125,8 @@ func systemByName(n string) (system, error) {
 	return nil, fmt.Errorf("unknown system %q", n)
 }
 
+// allSystems are the systems of the table's columns; oursSystem's variants (ordered, traced)
+// are rows of its outboxgen column, made by runRound.
 func allSystems() []system {
 	return []system{limitSystem{}, oursSystem{}, watermillSystem{}}
 }

@@ -120,8 +120,8 @@ func (w watermillSystem) enqueueBatch(ctx context.Context, tx *sql.Tx, payloads 
 	return nil
 }
 
-func (watermillSystem) inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return plainTx(ctx, db, fn)
+func (watermillSystem) inTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return plainTx(ctx, db, func(tx *sql.Tx) error { return fn(ctx, tx) })
 }
 
 func (w watermillSystem) consume(ctx context.Context, db *sql.DB, c consumerConfig, onMsg func([]byte)) (consumer, error) {

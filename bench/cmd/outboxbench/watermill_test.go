@@ -66,10 +66,10 @@ func TestWatermillRoundTrip(t *testing.T) {
 			}
 		}
 		ps := [][]byte{makePayload(int64(2*i), time.Now()), makePayload(int64(2*i+1), time.Now())}
-		if err := w.inTx(ctx, db, func(tx *sql.Tx) error { return w.enqueue(ctx, tx, ps[0]) }); err != nil {
+		if err := w.inTx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return w.enqueue(ctx, tx, ps[0]) }); err != nil {
 			t.Fatalf("%s: enqueue: %v", mode.Name, err)
 		}
-		if err := w.inTx(ctx, db, func(tx *sql.Tx) error { return w.enqueueBatch(ctx, tx, ps[1:]) }); err != nil {
+		if err := w.inTx(ctx, db, func(ctx context.Context, tx *sql.Tx) error { return w.enqueueBatch(ctx, tx, ps[1:]) }); err != nil {
 			t.Fatalf("%s: enqueueBatch: %v", mode.Name, err)
 		}
 		want = append(want, ps...)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // sizes are the knobs of one run. fullSizes are the issue's; smokeSizes keep scripts/test fast.
@@ -25,6 +27,8 @@ type sizes struct {
 	IdleWindow   time.Duration // Idle: the window over which claims are counted
 	MemSmall     int           // Memory: small backlog
 	MemLarge     int           // Memory: large backlog
+	OrderedKeys  int           // ordered: the keys W1's and the W2 drains' messages spread over
+	SerialN      int           // ordered: the backlog of the drain over 1 key (serial)
 }
 
 var fullSizes = sizes{
@@ -33,6 +37,7 @@ var fullSizes = sizes{
 	LatencyRate: 300, LatencyDur: 20 * time.Second, SporadicRate: 20,
 	IdleWait: 30 * time.Second, IdleWindow: 10 * time.Second,
 	MemSmall: 20000, MemLarge: 200000,
+	OrderedKeys: 1000, SerialN: 300,
 }
 
 var smokeSizes = sizes{
@@ -43,6 +48,8 @@ var smokeSizes = sizes{
 	// it checks that the case runs and counts, not what an idle worker costs.
 	IdleWait: 3 * time.Second, IdleWindow: 2 * time.Second,
 	MemSmall: 200, MemLarge: 2000,
+	// Fewer keys than messages, so that every key has several and their order is checked.
+	OrderedKeys: 50, SerialN: 30,
 }
 
 // slowHandler is W2's and W3's slow handler: long enough that dispatching outside the claim's
@@ -61,6 +68,39 @@ type result struct {
 	Dup      int64
 	Err      string // the run failed: the value is not a measurement
 	Note     string // logged with the result
+}
+
+// runCheck is a variant's own check of one run (ordered, traced), on the run's database
+// before it is dropped; its note goes to the log, its error fails the run.
+type runCheck struct {
+	// onStart: a drain's handler call begins (consumerConfig.OnStart); done: it ends, before
+	// the tracker records it.
+	onStart, done func(payload []byte)
+	// preloaded: a drain's backlog is stored, its consumers not yet started.
+	preloaded func(ctx context.Context) error
+	// after: n is the committed transactions (W1) or the messages (drain).
+	after func(ctx context.Context, db *sql.DB, n int64) (note string, err error)
+}
+
+// afterRun runs c.after, if any, and adds its note to r's.
+func (c *runCheck) afterRun(ctx context.Context, db *sql.DB, n int64, r *result) error {
+	if c == nil || c.after == nil {
+		return nil
+	}
+	note, err := c.after(ctx, db, n)
+	if note != "" {
+		if r.Note != "" {
+			r.Note += "; "
+		}
+		r.Note += note
+	}
+	return err
+}
+
+// isDeadlock: MySQL's ER_LOCK_DEADLOCK; the server rolled the transaction back.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
 }
 
 // runEnv is what a workload needs to run once.
@@ -93,11 +133,12 @@ func (e runEnv) withDB(ctx context.Context, label string, sys system, fn func(db
 
 // runTx measures committed business transactions per second at conc goroutines: BEGIN;
 // INSERT biz; (enqueue one message unless L0); COMMIT. Losses: committed transactions whose
-// message is not stored.
-func (e runEnv) runTx(ctx context.Context, sys system, conc int) (result, error) {
+// message is not stored. A transaction the server rolled back as a deadlock victim is retried
+// (as an application would) and counted in the note; none is expected but with ordering keys.
+func (e runEnv) runTx(ctx context.Context, sys system, conc int, chk *runCheck) (result, error) {
 	res := result{Unit: "tx/s"}
 	err := e.withDB(ctx, "tx", sys, func(_ string, db *sql.DB) error {
-		var seq, committed atomic.Int64
+		var seq, committed, deadlocks atomic.Int64
 		var firstErr error
 		var errOnce sync.Once
 		deadline := time.Now().Add(e.sz.TxDuration)
@@ -110,12 +151,16 @@ func (e runEnv) runTx(ctx context.Context, sys system, conc int) (result, error)
 				for time.Now().Before(deadline) {
 					s := seq.Add(1) - 1
 					p := makePayload(s, time.Now())
-					err := sys.inTx(ctx, db, func(tx *sql.Tx) error {
+					err := sys.inTx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
 						if err := insertBiz(ctx, tx, s); err != nil {
 							return err
 						}
 						return sys.enqueue(ctx, tx, p)
 					})
+					if isDeadlock(err) {
+						deadlocks.Add(1)
+						continue
+					}
 					if err != nil {
 						errOnce.Do(func() { firstErr = err })
 						return
@@ -139,7 +184,10 @@ func (e runEnv) runTx(ctx context.Context, sys system, conc int) (result, error)
 		} else {
 			res.Dup = -d
 		}
-		return nil
+		if d := deadlocks.Load(); d > 0 {
+			res.Note = fmt.Sprintf("%d deadlock victims retried", d)
+		}
+		return chk.afterRun(ctx, db, committed.Load(), &res)
 	})
 	return res, err
 }
@@ -191,6 +239,7 @@ func (e runEnv) runUpdate(ctx context.Context) (result, error) {
 
 // preload stores n messages before any consumer runs (not measured), through the system's own
 // enqueue path, on an interpolateParams pool with 4 writers so it does not dominate the run.
+// A transaction rolled back as a deadlock victim is retried.
 func (e runEnv) preload(ctx context.Context, dbName string, sys system, n int) error {
 	db, _, err := e.srv.open(dbName, dsnMode{"preload", true})
 	if err != nil {
@@ -214,7 +263,11 @@ func (e runEnv) preload(ctx context.Context, dbName string, sys system, n int) e
 				for s := from; s < to; s++ {
 					ps = append(ps, makePayload(s, now))
 				}
-				if err := plainTx(ctx, db, func(tx *sql.Tx) error { return sys.enqueueBatch(ctx, tx, ps) }); err != nil {
+				err := plainTx(ctx, db, func(tx *sql.Tx) error { return sys.enqueueBatch(ctx, tx, ps) })
+				for try := 0; try < 10 && isDeadlock(err); try++ {
+					err = plainTx(ctx, db, func(tx *sql.Tx) error { return sys.enqueueBatch(ctx, tx, ps) })
+				}
+				if err != nil {
 					errs <- fmt.Errorf("preload: %w", err)
 					return
 				}
@@ -231,12 +284,18 @@ func (e runEnv) preload(ctx context.Context, dbName string, sys system, n int) e
 // ---- W2: drain a backlog ----
 
 // runDrain preloads n messages, then starts `workers` consumers, each on its own pool, and
-// measures n / (time until every message was handled).
-func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay time.Duration) (result, error) {
+// measures n / (time until every message was handled). chk (may be nil) watches the handler
+// calls and checks the database afterwards.
+func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay time.Duration, chk *runCheck) (result, error) {
 	res := result{Unit: "msg/s"}
 	err := e.withDB(ctx, "drain", sys, func(dbName string, db *sql.DB) error {
 		if err := e.preload(ctx, dbName, sys, n); err != nil {
 			return err
+		}
+		if chk != nil && chk.preloaded != nil {
+			if err := chk.preloaded(ctx); err != nil {
+				return err
+			}
 		}
 		tr := newTracker(n)
 		before, err := status(ctx, db)
@@ -257,7 +316,14 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 				return err
 			}
 			pools = append(pools, pool)
-			cons, err := sys.consume(ctx, pool, consumerConfig{HandlerDelay: delay}, tr.deliverPayload)
+			cc, onMsg := consumerConfig{HandlerDelay: delay}, tr.deliverPayload
+			if chk != nil && chk.onStart != nil {
+				cc.OnStart = chk.onStart
+			}
+			if chk != nil && chk.done != nil {
+				onMsg = func(p []byte) { chk.done(p); tr.deliverPayload(p) }
+			}
+			cons, err := sys.consume(ctx, pool, cc, onMsg)
 			if err != nil {
 				return err
 			}
@@ -281,7 +347,10 @@ func (e runEnv) runDrain(ctx context.Context, sys system, workers, n int, delay 
 		res.Note = "server per message: " + perMessage(before, after, n)
 		// Up to the last first delivery: the wait loop's polling is not the system's time.
 		res.Value = float64(tr.distinct.Load()) / (float64(tr.lastAt()-start.UnixNano()) / 1e9)
-		return drainErr
+		if drainErr != nil {
+			return drainErr
+		}
+		return chk.afterRun(ctx, db, int64(n), &res)
 	})
 	return res, err
 }
@@ -360,7 +429,7 @@ func (e runEnv) runLatency(ctx context.Context, sys system, delay time.Duration,
 				defer func() { <-sem; wg.Done() }()
 				t0 := time.Now()
 				p := makePayload(seq, t0)
-				err := sys.inTx(ctx, db, func(tx *sql.Tx) error {
+				err := sys.inTx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
 					if err := insertBiz(ctx, tx, seq); err != nil {
 						return err
 					}
@@ -451,7 +520,7 @@ func (e runEnv) runIdle(ctx context.Context, sys system) (idleResult, error) {
 		var runErr error
 		for i := int64(0); i < idleBurst && runErr == nil; i++ {
 			p := makePayload(i, time.Now())
-			runErr = sys.inTx(ctx, db, func(tx *sql.Tx) error {
+			runErr = sys.inTx(ctx, db, func(ctx context.Context, tx *sql.Tx) error {
 				if err := insertBiz(ctx, tx, i); err != nil {
 					return err
 				}
