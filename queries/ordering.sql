@@ -14,11 +14,6 @@ ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1);
 INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id)
 VALUES (sqlc.arg(ordering_key), sqlc.arg(seq), sqlc.arg(message_id));
 
--- name: OrderingQueueDelete :exec
--- In the transaction that marks the message SENT: its successor becomes the key's head.
-DELETE FROM outbox_ordering_queue
-WHERE ordering_key = sqlc.arg(ordering_key) AND seq = sqlc.arg(seq);
-
 -- name: OrderingQueueCleanup :execrows
 -- After a purge deleted messages: their queue entries go too (a purged FAILED head releases its
 -- key). The queue holds only unsent ordered messages, so the scan is small.
@@ -44,6 +39,7 @@ ORDER BY held_us DESC
 LIMIT ?;
 
 -- name: OrderingQueueDeleteMessages :exec
--- Purge by id, in the transaction that deletes the messages.
+-- In the transaction that marks these messages SENT (their keys' next messages become heads
+-- exactly then), and in a purge by id, in the transaction that deletes them.
 DELETE FROM outbox_ordering_queue
 WHERE message_id IN (sqlc.slice('ids'));

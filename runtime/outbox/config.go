@@ -79,6 +79,8 @@ const (
 const (
 	// flushLinger is the longest a result waits for others to share its write transaction.
 	flushLinger = 20 * time.Millisecond
+	// orderedFlushLinger replaces flushLinger while a result that releases an ordering key waits.
+	orderedFlushLinger = 2 * time.Millisecond
 	// slotGather is how long a claim under backlog waits for more free slots once half are free.
 	slotGather = 2 * time.Millisecond
 	// prefetchHorizon bounds how long a claimed row should wait for a dispatch slot: a claim

@@ -18,10 +18,11 @@ import (
 
 // resultSink collects results between handlers and the flusher.
 type resultSink struct {
-	mu     sync.Mutex
-	buf    []result
-	closed bool
-	notify chan struct{}
+	mu      sync.Mutex
+	buf     []result
+	ordered int // results in buf that release an ordering key when written
+	closed  bool
+	notify  chan struct{}
 }
 
 func newResultSink() *resultSink { return &resultSink{notify: make(chan struct{}, 1)} }
@@ -34,6 +35,9 @@ func (s *resultSink) put(r result) bool {
 		return false
 	}
 	s.buf = append(s.buf, r)
+	if r.outcome == OutcomeSent && r.orderingKey != "" {
+		s.ordered++
+	}
 	s.mu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
@@ -45,8 +49,15 @@ func (s *resultSink) put(r result) bool {
 func (s *resultSink) take() (batch []result, closed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	batch, s.buf = s.buf, nil
+	batch, s.buf, s.ordered = s.buf, nil, 0
 	return batch, s.closed
+}
+
+// holdsOrdered says a result waiting in the sink releases an ordering key when written.
+func (s *resultSink) holdsOrdered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ordered > 0
 }
 
 func (s *resultSink) len() int {
@@ -83,7 +94,13 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 	linger.Stop()
 	for {
 		<-sink.notify
-		linger.Reset(flushLinger)
+		// An ordered message's key waits for this write (its successor is claimable only once
+		// it is recorded SENT): linger less, trading a little batching for the key's throughput.
+		if sink.holdsOrdered() {
+			linger.Reset(orderedFlushLinger)
+		} else {
+			linger.Reset(flushLinger)
+		}
 	gather:
 		for sink.len() < w.cfg.BatchSize && !sink.isClosed() {
 			select {
@@ -184,6 +201,14 @@ func (w *Worker) writeEach(ctx context.Context, batch []result) (written, refuse
 }
 
 func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, refused int, err error) {
+	releasedKeys := 0
+	defer func() {
+		// A key's next message became claimable: claim it now rather than at the next poll
+		// (a key's throughput is one message per claim-handle-record round).
+		if err == nil && releasedKeys > 0 {
+			w.Wake()
+		}
+	}()
 	// Id order keeps concurrent writers' lock order consistent.
 	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
 	sent := map[string][]int64{} // successes by claim token: one UPDATE per claim
@@ -256,13 +281,18 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		}
 	}
 	// In the same transaction as SENT: the key's next message becomes its head exactly when this
-	// one is recorded sent. Id order, like the rest of the batch.
-	for _, r := range batch {
-		if o, ok := ordered[r.id]; ok {
-			if err := q.OrderingQueueDelete(ctx, db, store.OrderingQueueDeleteParams{OrderingKey: o.orderingKey, Seq: o.orderingSeq}); err != nil {
-				return 0, 0, fmt.Errorf("release ordering key: %w", err)
+	// one is recorded sent. One statement for the batch, by message id.
+	if len(ordered) > 0 {
+		ids := make([]int64, 0, len(ordered))
+		for _, r := range batch {
+			if _, ok := ordered[r.id]; ok {
+				ids = append(ids, int64(r.id))
 			}
 		}
+		if err := q.OrderingQueueDeleteMessages(ctx, db, ids); err != nil {
+			return 0, 0, fmt.Errorf("release ordering keys: %w", err)
+		}
+		releasedKeys = len(ids)
 	}
 	for _, r := range batch {
 		var n int64

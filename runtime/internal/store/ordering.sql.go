@@ -102,28 +102,13 @@ func (q *Queries) OrderingQueueCleanup(ctx context.Context, db DBTX) (int64, err
 	return result.RowsAffected()
 }
 
-const orderingQueueDelete = `-- name: OrderingQueueDelete :exec
-DELETE FROM outbox_ordering_queue
-WHERE ordering_key = ? AND seq = ?
-`
-
-type OrderingQueueDeleteParams struct {
-	OrderingKey string
-	Seq         int64
-}
-
-// In the transaction that marks the message SENT: its successor becomes the key's head.
-func (q *Queries) OrderingQueueDelete(ctx context.Context, db DBTX, arg OrderingQueueDeleteParams) error {
-	_, err := db.ExecContext(ctx, orderingQueueDelete, arg.OrderingKey, arg.Seq)
-	return err
-}
-
 const orderingQueueDeleteMessages = `-- name: OrderingQueueDeleteMessages :exec
 DELETE FROM outbox_ordering_queue
 WHERE message_id IN (/*SLICE:ids*/?)
 `
 
-// Purge by id, in the transaction that deletes the messages.
+// In the transaction that marks these messages SENT (their keys' next messages become heads
+// exactly then), and in a purge by id, in the transaction that deletes them.
 func (q *Queries) OrderingQueueDeleteMessages(ctx context.Context, db DBTX, ids []int64) error {
 	query := orderingQueueDeleteMessages
 	var queryParams []interface{}
