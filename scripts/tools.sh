@@ -27,3 +27,22 @@ tools_ensure_staticcheck() {
 	echo "tools: installing staticcheck $STATICCHECK_VERSION" >&2
 	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >&2
 }
+
+# The AsyncAPI 3.0.0 JSON Schema, for gen's TestAsyncAPIOfficialSchema: the npm package that the
+# AsyncAPI initiative publishes its spec schemas in, unpacked once per machine. Prints the path.
+ASYNCAPI_SPECS_VERSION=6.11.1
+tools_asyncapi_schema() {
+	local dir=/var/cache/outboxgen/asyncapi-specs-$ASYNCAPI_SPECS_VERSION
+	local schema="$dir/package/schemas/3.0.0-without-\$id.json"
+	if [ ! -f "$schema" ]; then
+		if ! command -v npm >/dev/null 2>&1; then
+			echo "tools: npm not found; installing Debian's npm with apt-get" >&2
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >&2 || return 1
+		fi
+		echo "tools: fetching @asyncapi/specs@$ASYNCAPI_SPECS_VERSION with npm (once)" >&2
+		mkdir -p "$dir.tmp" && (cd "$dir.tmp" && npm pack "@asyncapi/specs@$ASYNCAPI_SPECS_VERSION" --silent >/dev/null &&
+			tar xzf asyncapi-specs-*.tgz) >&2 || return 1
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	echo "$schema"
+}
