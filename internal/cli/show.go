@@ -138,7 +138,7 @@ func bareID(args []string) ([]string, string) {
 	if at < 0 {
 		return args, ""
 	}
-	if n, err := strconv.ParseInt(args[at], 10, 64); err != nil || n <= 0 {
+	if !isID(args[at]) {
 		return args, ""
 	}
 	return append(append([]string(nil), args[:at]...), args[at+1:]...), args[at]
