@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/health"
 )
 
 // parseDurationDays accepts Go's time.ParseDuration syntax plus a "d" unit of 24 hours, alone or
@@ -74,20 +76,4 @@ func parseDurationDays(s string) (time.Duration, error) {
 
 // formatAge prints a duration for people, in whole seconds, with days when long and without
 // zero units: 2d, 1h, 3m12s, 2d2h30s. parseDurationDays reads it back.
-func formatAge(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d < 0 {
-		return "-" + formatAge(-d)
-	}
-	var b strings.Builder
-	for _, u := range []struct {
-		size time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if n := d / u.size; n > 0 || (u.name == "s" && b.Len() == 0) {
-			fmt.Fprintf(&b, "%d%s", n, u.name)
-			d -= n * u.size
-		}
-	}
-	return b.String()
-}
+func formatAge(d time.Duration) string { return health.FormatAge(d) }

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/health"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -192,44 +193,11 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		}
 		rep.Check.FailedInWindow = recent
 	}
-	if rep.Stuck > 0 {
-		rep.Check.Problems = append(rep.Check.Problems,
-			fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", rep.Stuck))
-	}
-	if lim.maxDue > 0 && snap.OldestDue > lim.maxDue {
-		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
-		// rows PROCESSING within their lease tell "behind" from "nobody claims".
-		var idle, behind []string
-		for t, tc := range rep.ByType {
-			if tc.OldestDueSeconds > lim.maxDue.Seconds() {
-				if tc.Processing > tc.Stale {
-					behind = append(behind, t)
-				} else {
-					idle = append(idle, t)
-				}
-			}
+	for _, p := range health.Problems(snap, health.Limits{MaxDueAge: lim.maxDue, MaxHeldAge: lim.maxHeld, Window: window},
+		rep.Check.FailedInWindow, c.clean) {
+		if p.Level != "info" { // informational lines (stale rows a live worker reclaims) do not fail the check
+			rep.Check.Problems = append(rep.Check.Problems, p.Text)
 		}
-		sort.Strings(idle)
-		sort.Strings(behind)
-		if len(idle) > 0 {
-			rep.Check.Problems = append(rep.Check.Problems,
-				fmt.Sprintf("due messages have waited more than %s and nobody claims them: are the workers for %s running?",
-					formatAge(lim.maxDue), strings.Join(idle, ", ")))
-		}
-		if len(behind) > 0 {
-			rep.Check.Problems = append(rep.Check.Problems,
-				fmt.Sprintf("due messages have waited more than %s: the workers for %s are claiming but behind",
-					formatAge(lim.maxDue), strings.Join(behind, ", ")))
-		}
-	}
-	if lim.maxHeld > 0 && snap.OldestHeld > lim.maxHeld {
-		rep.Check.Problems = append(rep.Check.Problems,
-			fmt.Sprintf("%d ordering key(s) held, the oldest for more than %s: retry or purge their head messages (outboxgen status lists them)",
-				snap.HeldKeys, formatAge(lim.maxHeld)))
-	}
-	if rep.Check.FailedInWindow > 0 {
-		rep.Check.Problems = append(rep.Check.Problems,
-			fmt.Sprintf("%d message(s) FAILED within the last %s", rep.Check.FailedInWindow, formatAge(window)))
 	}
 	rep.Check.OK = len(rep.Check.Problems) == 0
 

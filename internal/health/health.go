@@ -1,0 +1,97 @@
+// Package health turns an outbox.Snapshot into the problems an operator is told about, in one
+// wording for `outboxgen status --check` and the console's alerts.
+package health
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// Limits are what the outbox is held to; 0 turns a limit off.
+type Limits struct {
+	MaxDueAge  time.Duration // a due message waiting longer: nobody claims, or the workers are behind
+	MaxHeldAge time.Duration // an ordering key held longer
+	Window     time.Duration // a message FAILED within it
+}
+
+// Problem is one sentence for a person. Level is "page" (a person must act now), "ticket", or
+// "info" (the console shows it; status --check does not fail on it).
+type Problem struct {
+	Level string
+	Text  string
+}
+
+// Problems derives the problems from a snapshot, with failedInWindow the number of messages that
+// FAILED within lim.Window and clean the masking applied to event types. Limits of 0 are off.
+func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(string) string) []Problem {
+	maxDueAge, maxHeldAge, window := lim.MaxDueAge, lim.MaxHeldAge, lim.Window
+	var out []Problem
+	if s.Stuck > 0 {
+		out = append(out, Problem{Level: "page",
+			Text: fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", s.Stuck)})
+	}
+	if maxDueAge > 0 && s.OldestDue > maxDueAge {
+		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
+		// rows PROCESSING within their lease tell "behind" from "nobody claims".
+		var idle, behind []string
+		for t, tc := range s.ByType {
+			if tc.OldestDue > maxDueAge {
+				if tc.Processing > tc.Stale {
+					behind = append(behind, clean(t))
+				} else {
+					idle = append(idle, clean(t))
+				}
+			}
+		}
+		sort.Strings(idle)
+		sort.Strings(behind)
+		if len(idle) > 0 {
+			out = append(out, Problem{Level: "page", Text: fmt.Sprintf(
+				"due messages have waited more than %s and nobody claims them: are the workers for %s running?",
+				FormatAge(maxDueAge), strings.Join(idle, ", "))})
+		}
+		if len(behind) > 0 {
+			out = append(out, Problem{Level: "page", Text: fmt.Sprintf(
+				"due messages have waited more than %s: the workers for %s are claiming but behind",
+				FormatAge(maxDueAge), strings.Join(behind, ", "))})
+		}
+	}
+	if maxHeldAge > 0 && s.OldestHeld > maxHeldAge {
+		out = append(out, Problem{Level: "page", Text: fmt.Sprintf(
+			"%d ordering key(s) held, the oldest for more than %s: retry or purge their head messages (outboxgen status lists them)",
+			s.HeldKeys, FormatAge(maxHeldAge))})
+	}
+	if failedInWindow > 0 {
+		out = append(out, Problem{Level: "ticket",
+			Text: fmt.Sprintf("%d message(s) FAILED within the last %s", failedInWindow, FormatAge(window))})
+	}
+	if s.Stale > s.Stuck {
+		out = append(out, Problem{Level: "info",
+			Text: fmt.Sprintf("%d message(s) PROCESSING past their lease: their worker died or hung; a live worker reclaims them", s.Stale-s.Stuck)})
+	}
+	return out
+}
+
+// FormatAge prints a duration for people, in whole seconds, with days when long and without
+// zero units: 2d, 1h, 3m12s, 2d2h30s (the CLI's parseDurationDays reads it back).
+func FormatAge(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < 0 {
+		return "-" + FormatAge(-d)
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		size time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.size; n > 0 || (u.name == "s" && b.Len() == 0) {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.size
+		}
+	}
+	return b.String()
+}
