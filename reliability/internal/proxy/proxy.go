@@ -125,11 +125,14 @@ func (p *Proxy) pipe(pr *pair, dst, src net.Conn, upstream bool) {
 			if !p.waitFlowing(pr) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			// The trap is checked before the chunk is written: the pause must be in place
+			// before the server can answer, or the downstream pipe may pass the answer on
+			// before the pause begins. The trapping chunk itself still goes through.
 			if upstream {
 				p.watch(pr, buf[:n])
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
 			}
 		}
 		if err != nil {
@@ -164,7 +167,7 @@ func (p *Proxy) PauseAfter(first, then []byte) <-chan struct{} {
 	return t.fired
 }
 
-// watch checks a chunk that was just delivered upstream against the armed trap.
+// watch checks a chunk about to be delivered upstream against the armed trap.
 func (p *Proxy) watch(pr *pair, chunk []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
