@@ -33,6 +33,24 @@ INSERT INTO outbox_messages (
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
+-- name: MessageInsertClaimed :execlastid
+-- InTx's handoff (handoff.go): the same INSERT, but the row is born claimed by a worker of the
+-- enqueuing process, exactly as MessageClaimMark would leave it (PROCESSING, attempts 1, a lease
+-- and a claim token), so no claim transaction is needed: after the commit the worker dispatches
+-- it straight from memory. Until then no other worker can claim it (it is not PENDING) and if
+-- the process dies first, the lease expires and the reclaim makes it PENDING again.
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at,
+    claimed_at, reclaim_after, claim_token
+) VALUES (
+    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers),
+    'PROCESSING', 1, sqlc.arg(max_attempts),
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(lease_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
+    sqlc.arg(claim_token)
+);
+
 -- name: MessageClaimCandidates :many
 -- Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
 -- types after the position (after_due, after_id), by a plain consistent read that locks nothing.

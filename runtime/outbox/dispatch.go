@@ -21,10 +21,15 @@ import (
 // startDispatch is step 2 for one row: its handler runs in its own goroutine, outside every
 // transaction, once it holds a dispatch slot (at once, unless the row was prefetched).
 func (w *Worker) startDispatch(m claimed) {
+	w.dispatch.Add(1)
+	w.runDispatch(m)
+}
+
+// runDispatch is startDispatch after w.dispatch.Add(1).
+func (w *Worker) runDispatch(m claimed) {
 	w.mu.Lock()
 	hctx, sink, gen, sem := w.hctx, w.sink, w.gen, w.sem
 	w.mu.Unlock()
-	w.dispatch.Add(1)
 	go func() {
 		defer w.dispatch.Done()
 		res, ran := w.acquireAndHandle(hctx, sem, m)

@@ -145,6 +145,19 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if err != nil {
 		return 0, fmt.Errorf("outbox: Enqueue %q: headers: %w", m.EventType, err)
 	}
+	if h := handoffFor(tx); h != nil {
+		if m.OrderingKey == "" && o.delay == 0 {
+			id, handed, err := h.enqueue(ctx, tx.(*sql.Tx), m, hdr)
+			if err != nil {
+				return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, explain(err))
+			}
+			if handed {
+				return id, nil
+			}
+		} else {
+			h.notHandedOff()
+		}
+	}
 	var db store.DBTX = sdb(tx)
 	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
 		db = inlineExec{db}
@@ -286,9 +299,14 @@ func writeHexString(b *strings.Builder, v []byte) {
 
 // InTx runs fn in a new transaction on db: it begins, calls fn, and commits when fn returns
 // nil. When fn returns an error or panics, the transaction is rolled back (the panic then
-// continues) and the error is returned; nothing fn enqueued is kept. After a successful commit,
-// InTx wakes every Worker of this process running on the same *sql.DB, so the messages are
-// claimed at once rather than at the next poll.
+// continues) and the error is returned; nothing fn enqueued is kept.
+//
+// When a Worker of this process runs on the same *sql.DB, the messages fn enqueues on tx are
+// delivered without waiting for a poll. A message of an event type such a worker handles, with
+// no ordering key and no Delay, is handed off to it (while it has a dispatch slot free): Enqueue
+// writes the row already claimed by that worker, and after the commit the worker runs its
+// handler straight away, with no claim transaction. Any other message is claimed at once:
+// InTx wakes the workers after the commit.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
 	if db == nil {
 		return errors.New("outbox: InTx: nil db")
@@ -297,11 +315,16 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	if err != nil {
 		return fmt.Errorf("outbox: InTx: begin: %w", err)
 	}
+	h := beginHandoff(db, tx)
+	if h != nil {
+		defer endHandoff(tx)
+	}
 	committed := false
 	defer func() {
 		if committed {
 			return
 		}
+		h.abandoned(ctx, db, false)
 		// Runs on error and on panic; a panic keeps unwinding after the rollback.
 		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) && err != nil {
 			err = errors.Join(err, fmt.Errorf("outbox: InTx: rollback: %w", rbErr))
@@ -312,18 +335,23 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
-			// fn ended the transaction itself. Its writes may well be committed: wake the
-			// workers (harmless if it rolled back) and say so distinctly, so that a caller does
-			// not retry the whole operation and enqueue twice.
+			// fn ended the transaction itself. Its writes may well be committed: give back what
+			// was handed off and wake the workers (harmless if it rolled back), and say so
+			// distinctly, so that a caller does not retry the whole operation and enqueue twice.
 			committed = true
+			h.abandoned(ctx, db, true)
 			wakeWorkers(db)
 			return ErrTxEnded
 		}
-		// A failed commit may have rolled back already; the deferred Rollback then says ErrTxDone.
+		// A failed commit may have rolled back already; the deferred Rollback then says
+		// ErrTxDone. A commit that failed after all may have landed: its handed-off rows are
+		// then reclaimed after their lease.
 		return fmt.Errorf("outbox: InTx: commit: %w", err)
 	}
 	committed = true
-	wakeWorkers(db)
+	if h == nil || h.committed(ctx, db) {
+		wakeWorkers(db)
+	}
 	return nil
 }
 

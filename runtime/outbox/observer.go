@@ -15,7 +15,8 @@ const (
 // Prometheus without making the core depend on it). Methods are called from the worker's
 // goroutines and must be fast, non-blocking and safe for concurrent use.
 type Observer interface {
-	// Claimed: one claim transaction took d and claimed n rows (n may be 0).
+	// Claimed: one claim transaction took d and claimed n rows (n may be 0). Messages InTx hands
+	// off to a worker of its process (see InTx) pass through no claim: Handled counts them.
 	Claimed(n int, d time.Duration)
 	// Handled: a handler call for eventType ended with outcome after d.
 	Handled(eventType string, outcome Outcome, d time.Duration)

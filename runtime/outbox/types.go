@@ -46,7 +46,9 @@ type Delivery struct {
 	IdempotencyKey string
 	// Attempt is 1 on the first delivery and counts claims: a claim whose worker died counts.
 	Attempt int
-	// EnqueuedAt is the row's created_at, from the database clock, in UTC.
+	// EnqueuedAt is the row's created_at, from the database clock, in UTC. For a message InTx
+	// handed off to a worker of the enqueuing process (see InTx), it is that process's clock at
+	// the enqueue, which the handoff does not read back from the database.
 	EnqueuedAt time.Time
 	// ClaimToken identifies the claim that produced this delivery (stored in claim_token). Every
 	// result write is fenced on it, so a duplicate delivery can be traced to an earlier claim

@@ -44,6 +44,11 @@ type Worker struct {
 	hctx     context.Context         // parent of handler contexts; outlives Run's ctx
 	gen      int                     // counts Runs: a handler abandoned by an earlier Run frees no slot of this one
 	dispatch sync.WaitGroup          // running dispatch goroutines
+	// accepting: Run is claiming, so InTx may hand messages off to it (handoff.go); false from
+	// the moment the claim loop ends, before Run waits for the dispatches.
+	accepting      bool
+	handoffToken   string    // the claim token of handed-off rows (handoffTokenEvery)
+	handoffTokenAt time.Time // when handoffToken was made
 
 	// Test seams.
 	jitter           func(n int64) int64 // uniform in [0, n]
@@ -164,6 +169,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.sink = sink
 	w.sinkCap = 4 * max(w.cfg.BatchSize, w.cfg.Concurrency)
 	w.hctx = hctx
+	w.accepting = true
 	w.mu.Unlock()
 
 	flushDone := make(chan struct{})
@@ -181,6 +187,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("event_types", w.types), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("stale_after", w.cfg.StaleAfter))
 	w.claimLoop(ctx)
+	w.mu.Lock()
+	w.accepting = false
+	w.mu.Unlock()
 	<-maintDone
 
 	// Shutdown: wait for in-flight handlers, then cancel them, then give up on the hung.

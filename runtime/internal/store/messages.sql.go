@@ -619,6 +619,51 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 	return result.LastInsertId()
 }
 
+const messageInsertClaimed = `-- name: MessageInsertClaimed :execlastid
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at,
+    claimed_at, reclaim_after, claim_token
+) VALUES (
+    ?, ?, IFNULL(?, x''), ?,
+    'PROCESSING', 1, ?,
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
+    ?
+)
+`
+
+type MessageInsertClaimedParams struct {
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey interface{}
+	Headers        sql.NullString
+	MaxAttempts    int32
+	LeaseUs        int64
+	ClaimToken     sql.NullString
+}
+
+// InTx's handoff (handoff.go): the same INSERT, but the row is born claimed by a worker of the
+// enqueuing process, exactly as MessageClaimMark would leave it (PROCESSING, attempts 1, a lease
+// and a claim token), so no claim transaction is needed: after the commit the worker dispatches
+// it straight from memory. Until then no other worker can claim it (it is not PENDING) and if
+// the process dies first, the lease expires and the reclaim makes it PENDING again.
+func (q *Queries) MessageInsertClaimed(ctx context.Context, db DBTX, arg MessageInsertClaimedParams) (int64, error) {
+	result, err := db.ExecContext(ctx, messageInsertClaimed,
+		arg.EventType,
+		arg.Payload,
+		arg.IdempotencyKey,
+		arg.Headers,
+		arg.MaxAttempts,
+		arg.LeaseUs,
+		arg.ClaimToken,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.LastInsertId()
+}
+
 const messageListFailed = `-- name: MessageListFailed :many
 SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
 FROM outbox_messages

@@ -1,0 +1,346 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// statusIn reads a row's status and claim token on tx (the uncommitted view of InTx's fn).
+func statusIn(t *testing.T, tx *sql.Tx, id MessageID) (status string, token sql.NullString) {
+	t.Helper()
+	if err := tx.QueryRow("SELECT status, claim_token FROM outbox_messages WHERE id = ?", id).Scan(&status, &token); err != nil {
+		t.Fatal(err)
+	}
+	return status, token
+}
+
+// deliveries records handler calls with their Delivery.
+type deliveries struct {
+	mu  sync.Mutex
+	all []Delivery
+}
+
+func (d *deliveries) handler(ctx context.Context, _ json.RawMessage, dl Delivery) error {
+	d.mu.Lock()
+	d.all = append(d.all, dl)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *deliveries) list() []Delivery {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Delivery(nil), d.all...)
+}
+
+func (w *Worker) freeSlots() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.free
+}
+
+// An idle worker that polls once an hour: whatever it delivers came through the handoff.
+func idleWorkerConfig(c Config) Config {
+	c.PollInterval, c.MinPollInterval = time.Hour, time.Hour
+	return c
+}
+
+// waitIdle waits for the worker's first claim (Run claims once at start) to be done.
+func waitIdle(t *testing.T, w *Worker) int64 {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the first claim", func() bool { return w.claims.Load() >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	return w.claims.Load()
+}
+
+// A message enqueued in InTx is written claimed by the worker of this process and handled after
+// the commit with no claim transaction: the worker polls once an hour and never claims again.
+func TestInTxHandsOffToTheWorkerOfThisProcess(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, got.handler)
+	w := newTestWorker(t, db.DB, r, idleWorkerConfig(Config{Concurrency: 4}))
+	start(t, w)
+	claims := waitIdle(t, w)
+
+	const n = 20
+	ids := make([]MessageID, 0, n)
+	for i := 0; i < n; i++ {
+		err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			id, err := Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{"i":` + itoa(i) + `}`), IdempotencyKey: "user:" + itoa(i)})
+			if err != nil {
+				return err
+			}
+			// Before the commit the row is already this worker's claim, invisible to others.
+			if st, tok := statusIn(t, tx, id); st != "PROCESSING" || !tok.Valid || tok.String == "" {
+				t.Errorf("inside the transaction: status %s, token %v; want PROCESSING with a token", st, tok)
+			}
+			ids = append(ids, id)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "every message SENT", func() bool {
+		return countRows(t, db, "status = 'SENT'") == n
+	})
+	if c := w.claims.Load(); c != claims {
+		t.Errorf("claim transactions went from %d to %d; a handoff needs none", claims, c)
+	}
+	seen := map[MessageID]int{}
+	for _, d := range got.list() {
+		seen[d.MessageID]++
+		row := getRow(t, db, d.MessageID)
+		if d.Attempt != 1 || row.Attempts != 1 || d.ClaimToken != row.ClaimToken.String || d.MaxAttempts != DefaultMaxAttempts {
+			t.Errorf("message %d: delivery attempt %d token %q max %d, row attempts %d token %q; want attempt 1 of %d under the row's token",
+				d.MessageID, d.Attempt, d.ClaimToken, d.MaxAttempts, row.Attempts, row.ClaimToken.String, DefaultMaxAttempts)
+		}
+		if d.IdempotencyKey != row.Key || d.EnqueuedAt.IsZero() {
+			t.Errorf("message %d: key %q enqueued %v; want the row's key %q and a time", d.MessageID, d.IdempotencyKey, d.EnqueuedAt, row.Key)
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("message %d handled %d times, want once", id, seen[id])
+		}
+	}
+	if f := w.freeSlots(); f != 4 {
+		t.Errorf("free slots after the handoffs: %d, want all 4", f)
+	}
+}
+
+// What cannot be handed off is written PENDING and claimed as before: an ordered message (its
+// key's turn decides), a delayed one, a type this process's worker does not handle.
+func TestInTxHandsOffOnlyWhatTheWorkerCanRunNow(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, got.handler)
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: 50 * time.Millisecond})
+	start(t, w)
+	waitIdle(t, w)
+
+	var ordered, delayed, other, plain MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if ordered, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`), OrderingKey: "user:1"}); err != nil {
+			return err
+		}
+		if delayed, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}, Delay(200*time.Millisecond)); err != nil {
+			return err
+		}
+		if other, err = Enqueue(ctx, tx, Message{EventType: "invoice", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		if plain, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		for _, id := range []MessageID{ordered, delayed, other} {
+			if st, tok := statusIn(t, tx, id); st != "PENDING" || tok.Valid {
+				t.Errorf("message %d inside the transaction: %s, token %v; want PENDING without a token", id, st, tok)
+			}
+		}
+		if st, _ := statusIn(t, tx, plain); st != "PROCESSING" {
+			t.Errorf("plain message inside the transaction: %s; want PROCESSING (handed off)", st)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the three welcome messages SENT", func() bool {
+		return statusOf(t, db, ordered) == "SENT" && statusOf(t, db, delayed) == "SENT" && statusOf(t, db, plain) == "SENT"
+	})
+	if st := statusOf(t, db, other); st != "PENDING" {
+		t.Errorf("a type no worker here handles: %s, want PENDING", st)
+	}
+	if n := len(got.list()); n != 3 {
+		t.Errorf("%d handler calls, want 3", n)
+	}
+}
+
+// A rolled-back transaction hands nothing over and gives its slots back; a worker with no slot
+// free gets no handoff (the message is claimed once a slot frees).
+func TestInTxHandoffRollbackAndBusyWorker(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
+		<-release
+		return got.handler(ctx, p, d)
+	})
+	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, PollInterval: 50 * time.Millisecond})
+	start(t, w)
+	waitIdle(t, w)
+
+	boom := errors.New("boom")
+	for i := 0; i < 3; i++ {
+		err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			if _, err := Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("InTx = %v, want boom", err)
+		}
+	}
+	if f := w.freeSlots(); f != 1 {
+		t.Fatalf("free slots after 3 rollbacks: %d, want 1", f)
+	}
+	if n := countRows(t, db, "1=1"); n != 0 {
+		t.Fatalf("%d rows after rollbacks, want 0", n)
+	}
+
+	var first, second MessageID
+	for i, id := range []*MessageID{&first, &second} {
+		err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+			var err error
+			if *id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+				return err
+			}
+			want := []string{"PROCESSING", "PENDING"}[i] // the one slot is taken by the first
+			if st, _ := statusIn(t, tx, *id); st != want {
+				t.Errorf("message %d inside its transaction: %s, want %s", i+1, st, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "both SENT", func() bool {
+		return statusOf(t, db, first) == "SENT" && statusOf(t, db, second) == "SENT"
+	})
+	if n := len(got.list()); n != 2 {
+		t.Errorf("%d handler calls, want 2", n)
+	}
+}
+
+// When the worker stops before the transaction commits, InTx gives the row back: PENDING, due at
+// once, its attempt returned, and the next worker delivers it.
+func TestInTxHandoffWorkerStoppedBeforeCommit(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, got.handler)
+	w := newTestWorker(t, db.DB, r, idleWorkerConfig(Config{}))
+	stop := start(t, w)
+	waitIdle(t, w)
+
+	var id MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		if st, _ := statusIn(t, tx, id); st != "PROCESSING" {
+			t.Errorf("inside the transaction: %s, want PROCESSING (handed off)", st)
+		}
+		stop()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := getRow(t, db, id); row.Status != "PENDING" || row.Attempts != 0 {
+		t.Fatalf("after the commit: %s, attempts %d; want PENDING with the attempt given back", row.Status, row.Attempts)
+	}
+	if n := len(got.list()); n != 0 {
+		t.Fatalf("%d handler calls by a stopped worker", n)
+	}
+	w2 := newTestWorker(t, db.DB, r, Config{})
+	start(t, w2)
+	waitFor(t, 10*time.Second, "SENT by the next worker", func() bool { return statusOf(t, db, id) == "SENT" })
+	if l := got.list(); len(l) != 1 || l[0].Attempt != 1 {
+		t.Errorf("deliveries %+v, want one, attempt 1", l)
+	}
+}
+
+// fn committing itself: InTx cannot tell whether the rows are committed, so it gives them back
+// (a no-op for rows rolled back) and wakes the workers, which claim and deliver them once.
+func TestInTxHandoffWhenFnCommitsItself(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, got.handler)
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Hour, MinPollInterval: 20 * time.Millisecond})
+	start(t, w)
+	waitIdle(t, w)
+
+	var id MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if !errors.Is(err, ErrTxEnded) {
+		t.Fatalf("InTx = %v, want ErrTxEnded", err)
+	}
+	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	time.Sleep(50 * time.Millisecond)
+	if l := got.list(); len(l) != 1 || l[0].Attempt != 1 {
+		t.Errorf("deliveries %+v, want exactly one, attempt 1", l)
+	}
+	if f := w.freeSlots(); f != DefaultConcurrency {
+		t.Errorf("free slots: %d, want %d", f, DefaultConcurrency)
+	}
+}
+
+// A transaction that stays open so long that the handler could outlive the lease that began at
+// the INSERT: the handler does not run on the stale handoff; the row is given back and claimed
+// with a fresh lease, and delivered once.
+func TestInTxHandoffSlowTransactionGivesBack(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{Timeout: 200 * time.Millisecond}, got.handler)
+	w := newTestWorker(t, db.DB, r, Config{StaleAfter: time.Second, PollInterval: 50 * time.Millisecond})
+	start(t, w)
+	waitIdle(t, w)
+
+	var id MessageID
+	var token string
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		_, tok := statusIn(t, tx, id)
+		token = tok.String
+		time.Sleep(900 * time.Millisecond) // + the 200ms timeout > the 1s lease
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	time.Sleep(50 * time.Millisecond)
+	l := got.list()
+	if len(l) != 1 || l[0].Attempt != 1 || l[0].ClaimToken == token {
+		t.Errorf("deliveries %+v, want exactly one, attempt 1, under a claim other than the handoff's %s", l, token)
+	}
+}
