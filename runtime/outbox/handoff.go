@@ -148,14 +148,19 @@ func reserveHandoff(db *sql.DB, eventType string) (w *Worker, gen int, token str
 }
 
 // reserveHandoff takes a dispatch slot for a handed-off message when this worker is running,
-// handles eventType, and has a slot free and room for its result.
+// handles eventType, and has a slot free (or reserved by the claim in progress) and room for
+// its result.
 func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok bool) {
 	if _, handles := w.router.lookup(eventType); !handles {
 		return 0, "", false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.accepting || w.free <= 0 || w.sink.len() >= w.sinkCap {
+	// The slots a claim in progress reserved count as free: the claim takes them all while it
+	// runs (a millisecond or more), and a handoff that found none would fall back to a wake and
+	// a claim, the cost the handoff exists to avoid. If the claim fills them, the handed-off
+	// message waits for a slot, at most Concurrency of them, like a prefetched row.
+	if !w.accepting || w.free+w.claiming <= 0 || w.sink.len() >= w.sinkCap {
 		return 0, "", false
 	}
 	w.free--

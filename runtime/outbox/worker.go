@@ -47,6 +47,7 @@ type Worker struct {
 	// accepting: Run is claiming, so InTx may hand messages off to it (handoff.go); false from
 	// the moment the claim loop ends, before Run waits for the dispatches.
 	accepting      bool
+	claiming       int       // slots reserved by the claim in progress, which a handoff may borrow
 	handoffToken   string    // the claim token of handed-off rows (handoffTokenEvery)
 	handoffTokenAt time.Time // when handoffToken was made
 
@@ -282,7 +283,13 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		lastClaim = time.Now()
 		w.claims.Add(1)
+		w.mu.Lock()
+		w.claiming = n
+		w.mu.Unlock()
 		got, last, more, err := w.claimAndDispatch(ctx, n, from)
+		w.mu.Lock()
+		w.claiming = 0
+		w.mu.Unlock()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
