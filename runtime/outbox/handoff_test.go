@@ -344,3 +344,45 @@ func TestInTxHandoffSlowTransactionGivesBack(t *testing.T) {
 		t.Errorf("deliveries %+v, want exactly one, attempt 1, under a claim other than the handoff's %s", l, token)
 	}
 }
+
+// A claim in progress holds every free slot for its duration; a handoff borrows them rather than
+// fall back to a wake and another claim (which made W3's same-process p99 tail).
+func TestInTxHandoffDuringAClaim(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{}, got.handler)
+	w := newTestWorker(t, db.DB, r, idleWorkerConfig(Config{Concurrency: 2}))
+	inClaim, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.afterClaimSelect = func() {
+		once.Do(func() {
+			close(inClaim)
+			<-unblock
+		})
+	}
+	start(t, w)
+	<-inClaim
+	var id MessageID
+	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		if id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		if st, _ := statusIn(t, tx, id); st != "PROCESSING" {
+			t.Errorf("enqueued while a claim held the slots: %s, want PROCESSING (handed off)", st)
+		}
+		return nil
+	})
+	close(unblock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	if c := w.claims.Load(); c != 1 {
+		t.Errorf("%d claims, want only the first", c)
+	}
+	waitFor(t, 5*time.Second, "all slots free", func() bool { return w.freeSlots() == 2 })
+}
