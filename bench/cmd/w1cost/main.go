@@ -1,0 +1,160 @@
+// Command w1cost takes W1's enqueue apart (issue 15, item 3): what the one INSERT that
+// outbox.Enqueue adds to a business transaction costs, and which part of it is the round trip,
+// the row, its secondary indexes, the payload and outboxgen's own statement.
+//
+// Each variant is a business transaction on one connection: BEGIN; INSERT biz; [variant];
+// COMMIT. The variants run interleaved, one transaction each in turn, so that a drift of the
+// machine (this one's loopback round trip switches between ~8 µs and ~60 µs with CPU
+// scheduling) hits them all alike; the report is the median per variant and its difference from
+// L0, in microseconds and as W1's ratio L0/variant.
+//
+//	go run ./cmd/w1cost --dsn "$SERVER_DSN_ROOT" [--n 5000] [--interpolate]
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// variant is the statement a business transaction adds after its INSERT biz.
+type variant struct {
+	name, what string
+	run        func(ctx context.Context, tx *sql.Tx, i int) error
+}
+
+func main() {
+	dsn := flag.String("dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights, ending in /?... (bench/run's SERVER_DSN_ROOT)")
+	n := flag.Int("n", 5000, "transactions per variant")
+	interpolate := flag.Bool("interpolate", true, "interpolateParams=true for the business statements (one round trip each, as outbox.Enqueue's own INSERT always is)")
+	size := flag.Int("payload", 200, "payload bytes (the benchmark's W1 uses 200)")
+	flag.Parse()
+	if err := run(*dsn, *n, *interpolate, *size); err != nil {
+		fmt.Fprintln(os.Stderr, "w1cost:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dsn string, n int, interpolate bool, size int) error {
+	ctx := context.Background()
+	if !strings.Contains(dsn, "/?") {
+		return fmt.Errorf("--dsn must name no database and end in /?params (got %q)", dsn)
+	}
+	root, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	const dbName = "outboxbench_w1cost"
+	for _, s := range []string{"DROP DATABASE IF EXISTS " + dbName, "CREATE DATABASE " + dbName} {
+		if _, err := root.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	defer root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName) //nolint:errcheck // best effort
+	d := strings.Replace(dsn, "/?", "/"+dbName+"?", 1)
+	if interpolate {
+		d += "&interpolateParams=true"
+	}
+	db, err := sql.Open("mysql", d)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one connection: every variant on the same session
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return err
+	}
+	ddl := []string{
+		`CREATE TABLE biz (id BIGINT NOT NULL AUTO_INCREMENT, seq BIGINT NOT NULL, note VARCHAR(64) NOT NULL,
+			n INT NOT NULL DEFAULT 0, created_at DATETIME(6) NOT NULL, PRIMARY KEY (id)) ENGINE = InnoDB`,
+		`CREATE TABLE biz2 LIKE biz`,
+	}
+	for _, s := range ddl {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	if err := outbox.Migrate(ctx, db); err != nil {
+		return err
+	}
+	for _, s := range []string{
+		`CREATE TABLE noidx LIKE outbox_messages`,
+		`ALTER TABLE noidx DROP KEY outbox_messages_claim, DROP KEY outbox_messages_idempotency_key`,
+	} {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	payload := []byte(`{"seq":1,"pad":"` + strings.Repeat("x", max(0, size-len(`{"seq":1,"pad":""}`))) + `"}`)
+	small := []byte(`{"seq":1}`)
+	raw := func(table string, p []byte) func(ctx context.Context, tx *sql.Tx, i int) error {
+		return func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (event_type, payload, idempotency_key, max_attempts, next_attempt_at, created_at)
+				VALUES ('bench.event', ?, ?, 10, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`, p, fmt.Sprint("user:", i))
+			return err
+		}
+	}
+	variants := []variant{
+		{"L0", "the business transaction alone", nil},
+		{"second biz row", "one more INSERT of a business row into another table: the price of any statement", func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO biz2 (seq, note, created_at) VALUES (?, ?, UTC_TIMESTAMP(6))`, i, "signup")
+			return err
+		}},
+		{"outbox row, no index", "an outbox_messages row by a plain INSERT, into a copy without secondary indexes", raw("noidx", payload)},
+		{"outbox row, 9-byte payload", "the same with both indexes and a 9-byte payload", raw("outbox_messages", small)},
+		{"outbox row", "the same with both indexes (claim, idempotency key) and the payload", raw("outbox_messages", payload)},
+		{"outbox.Enqueue", "outbox.Enqueue of the same message: validation, its statement (inline hex literals)", func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "bench.event", Payload: payload, IdempotencyKey: fmt.Sprint("user:", i)})
+			return err
+		}},
+	}
+	took := make([][]time.Duration, len(variants))
+	for i := 0; i < n; i++ {
+		for v, vr := range variants {
+			t0 := time.Now()
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO biz (seq, note, created_at) VALUES (?, ?, UTC_TIMESTAMP(6))`, i, "signup"); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if vr.run != nil {
+				if err := vr.run(ctx, tx, i); err != nil {
+					_ = tx.Rollback()
+					return fmt.Errorf("%s: %w", vr.name, err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			took[v] = append(took[v], time.Since(t0))
+		}
+	}
+	med := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	fmt.Printf("w1cost on %s: %d transactions per variant, interleaved, one connection, interpolateParams=%v, payload %d bytes\n\n", version, n, interpolate, len(payload))
+	fmt.Printf("| variant | median µs | over L0 µs | L0 / variant (W1's ratio) | what |\n|---|---:|---:|---:|---|\n")
+	l0 := med(took[0])
+	for v, vr := range variants {
+		m := med(took[v])
+		fmt.Printf("| %s | %.0f | %+.0f | %.2fx | %s |\n", vr.name, us(m), us(m-l0), float64(l0)/float64(m), vr.what)
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
