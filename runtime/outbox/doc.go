@@ -23,9 +23,12 @@
 //     caller passes Standalone (the message is the only write it belongs with).
 //
 // Because Enqueue cannot know when the caller commits, it cannot wake a worker. InTx(ctx, db,
-// fn) begins, runs fn, commits (rolling back on an error or a panic) and then wakes every
-// Worker of this process running on that *sql.DB, so delivery starts at once instead of at the
-// next poll. A caller that manages its own transaction calls Worker.Wake after Commit. Across
+// fn) begins, runs fn, commits (rolling back on an error or a panic), and delivery starts at
+// once instead of at the next poll: a message a Worker of this process on that *sql.DB handles
+// is handed off to it (Enqueue writes the row already claimed by the worker, which runs the
+// handler after the commit with no claim transaction; see InTx), and for any other message InTx
+// wakes the workers after the commit. A caller that manages its own transaction calls
+// Worker.Wake after Commit. Across
 // processes polling is adaptive (Config.MinPollInterval while messages keep arriving, backing off
 // to Config.PollInterval when idle).
 // Migrate never runs on a caller's transaction: MySQL commits DDL implicitly.
