@@ -133,9 +133,69 @@ func decodeHeaders(s string) map[string]string {
 	if s == "" {
 		return nil
 	}
+	if h, ok := decodePlainHeaders(s); ok {
+		return h
+	}
 	var h map[string]string
 	if json.Unmarshal([]byte(s), &h) != nil || len(h) == 0 {
 		return nil
 	}
 	return h
+}
+
+// decodePlainHeaders is decodeHeaders' fast path for what encodeHeaders writes in the common
+// case (a trace context, a request id): {"k":"v","k2":"v2"} with no whitespace, no escape and
+// only printable ASCII in the strings, which encoding/json decodes to the strings as written.
+// Anything else (an escape, a non-ASCII byte, whitespace, an empty object, invalid JSON) is
+// left to encoding/json: ok is false.
+func decodePlainHeaders(s string) (h map[string]string, ok bool) {
+	if len(s) < len(`{"":""}`) || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, false
+	}
+	// The entries' count when the strings are plain (they hold no quote); a hint only, capped
+	// for a column written by hand.
+	n := min(strings.Count(s, `":"`), MaxHeaders)
+	i := 1
+	for {
+		k, next, ok := plainString(s, i)
+		if !ok || next >= len(s) || s[next] != ':' {
+			return nil, false
+		}
+		v, next, ok := plainString(s, next+1)
+		if !ok || next >= len(s) {
+			return nil, false
+		}
+		if h == nil {
+			h = make(map[string]string, n)
+		}
+		h[k] = v // a key seen twice keeps the last value, as encoding/json does
+		switch s[next] {
+		case ',':
+			i = next + 1
+		case '}':
+			if next != len(s)-1 {
+				return nil, false
+			}
+			return h, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// plainString reads the JSON string at s[i:] if it is made of printable ASCII without an
+// escape, and returns its text and the index after its closing quote.
+func plainString(s string, i int) (text string, next int, ok bool) {
+	if i >= len(s) || s[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '"':
+			return s[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20 || c > 0x7e:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
 }

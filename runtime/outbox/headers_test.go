@@ -181,3 +181,113 @@ func TestEnqueueHookAndMiddleware(t *testing.T) {
 		t.Errorf("middleware saw error %v, want the handler's Permanent error", seenErr)
 	}
 }
+
+// decodeHeadersJSON is what decodeHeaders must return for every column: encoding/json's
+// reading, with nil for anything that does not decode to a non-empty object of strings.
+func decodeHeadersJSON(s string) map[string]string {
+	var h map[string]string
+	if json.Unmarshal([]byte(s), &h) != nil || len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+const traceHeaders = `{"baggage":"tenant=acme","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`
+
+// decodeHeaders' fast path reads what encodeHeaders writes for plain ASCII headers, and
+// anything else goes to encoding/json: the result is encoding/json's either way.
+func TestDecodeHeadersMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		column string
+		plain  bool // read by the fast path, without encoding/json
+	}{
+		{traceHeaders, true},
+		{`{"k":"v"}`, true},
+		{`{"":""}`, true},
+		{`{"k":"a","k":"b"}`, true}, // the last value wins
+		{`{"tracestate":"a=b,c=d","x":"{\"}"}`, false},
+		{`{"k":"caf\u00e9"}`, false},
+		{`{"k":"café ✓"}`, false},
+		{`{"k":"\xff"}`, false},
+		{`{"k":"\u003c\u0026\u003e"}`, false}, // json.Marshal's HTML escapes
+		{`{"k":"a\u2028b"}`, false},
+		{`{"k":"\ud800"}`, false},
+		{"{\"k\":\"tab\t\"}", false},
+		{`{"k":"del` + "\x7f" + `"}`, false},
+		{`{"k":null}`, false},
+		{`{"k":1}`, false},
+		{`{"k":"v","n":2}`, false},
+		{`{"k":["v"]}`, false},
+		{`{"k":"v",}`, false},
+		{`{"k":"v"}}`, false},
+		{`{"k":"v"}x}`, false},
+		{`{"k":"v"} `, false},
+		{` {"k":"v"}`, false},
+		{`{ "k": "v" }`, false},
+		{`{"k" :"v"}`, false},
+		{`{"k":"v""j":"w"}`, false},
+		{`{"k":"v",,"j":"w"}`, false},
+		{`{"k""v"}`, false},
+		{`{"k":"v}`, false},
+		{`{"k:"v"}`, false},
+		{`{k:"v"}`, false},
+		{`{"k":}`, false},
+		{`{}`, false},
+		{`null`, false},
+		{`"k"`, false},
+		{`[]`, false},
+		{`{`, false},
+		{`}`, false},
+		{`{"a":"b"}{"c":"d"}`, false},
+	}
+	for _, c := range cases {
+		got, want := decodeHeaders(c.column), decodeHeadersJSON(c.column)
+		if !maps.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("decodeHeaders(%#q) = %#v, want encoding/json's %#v", c.column, got, want)
+		}
+		if _, ok := decodePlainHeaders(c.column); ok != c.plain {
+			t.Errorf("decodePlainHeaders(%#q) ok = %v, want %v", c.column, ok, c.plain)
+		}
+	}
+	// What encodeHeaders writes for plain headers takes the fast path.
+	column, err := encodeHeaders(map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "a=b,c=d", "X-Request-Id": "r-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decodePlainHeaders(column); !ok {
+		t.Errorf("decodePlainHeaders(%#q) ok = false, want the fast path for encodeHeaders' output", column)
+	}
+}
+
+// FuzzDecodeHeaders compares decodeHeaders with encoding/json on any column text:
+// go test -run xxx -fuzz FuzzDecodeHeaders ./runtime/outbox/
+func FuzzDecodeHeaders(f *testing.F) {
+	for _, s := range []string{traceHeaders, `{"k":"v"}`, `{"k":"a","k":"b"}`, `{"k":"\u00e9"}`, `{"k":1}`, `{"k":"v",}`, `{}`, `{"":""}`, `{"k":"v"} `, "{\"k\":\"\xff\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, column string) {
+		got, want := decodeHeaders(column), decodeHeadersJSON(column)
+		if !maps.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("decodeHeaders(%#q) = %#v, want encoding/json's %#v", column, got, want)
+		}
+	})
+}
+
+// The worker decodes every claimed row's headers before dispatch; with runtime/outboxotel
+// wired, every row carries a trace context.
+func BenchmarkDecodeHeaders(b *testing.B) {
+	for _, c := range []struct{ name, column string }{
+		{"trace", traceHeaders},
+		{"escaped", `{"note":"caf\u00e9","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if decodeHeaders(c.column) == nil {
+					b.Fatal("no headers")
+				}
+			}
+		})
+	}
+}

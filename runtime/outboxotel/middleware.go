@@ -41,6 +41,7 @@ func Middleware(opts ...Option) outbox.Middleware {
 		tracer:     c.tracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
 		propagator: c.propagator,
 		asChild:    c.asChild,
+		names:      byType[string]{build: func(eventType string) string { return "process " + eventType }},
 	}
 	return m.wrap
 }
@@ -49,39 +50,41 @@ type middleware struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator // nil: the global one
 	asChild    bool
+	names      byType[string] // event type -> span name
 }
+
+// Span start options and outcome attributes that do not vary, built once: a handler call
+// allocates only what is its own (its attributes, its link).
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+	sentAttrs    = []attribute.KeyValue{OutcomeKey.String(string(outbox.OutcomeSent))}
+)
 
 func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
 	return func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) (err error) {
-		// The message's context alone: a span the worker's own context may carry is not the
-		// enqueuing one.
-		msg := propagatorOf(m.propagator).Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), propagation.MapCarrier(d.Headers))
-		enqueuing := trace.SpanContextFromContext(msg)
-		if bag := baggage.FromContext(msg); bag.Len() > 0 {
-			ctx = baggage.ContextWithBaggage(ctx, bag)
-		}
-		start := []trace.SpanStartOption{
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				semconv.MessagingSystemKey.String(System),
-				semconv.MessagingOperationTypeProcess,
-				semconv.MessagingOperationName("process"),
-				semconv.MessagingDestinationName(d.EventType),
-				semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10)),
-				semconv.MessagingMessageBodySize(len(payload)),
-				AttemptKey.Int(d.Attempt),
-				MaxAttemptsKey.Int(d.MaxAttempts),
-			),
-		}
+		enqueuing := m.extract(&ctx, d.Headers)
+		attrs := trace.WithAttributes(
+			semconv.MessagingSystemKey.String(System),
+			semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"),
+			semconv.MessagingDestinationName(d.EventType),
+			semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10)),
+			semconv.MessagingMessageBodySize(len(payload)),
+			AttemptKey.Int(d.Attempt),
+			MaxAttemptsKey.Int(d.MaxAttempts),
+		)
+		var start []trace.SpanStartOption
 		switch {
 		case m.asChild && enqueuing.IsValid():
 			ctx = trace.ContextWithRemoteSpanContext(ctx, enqueuing)
+			start = []trace.SpanStartOption{consumerKind, attrs}
 		case enqueuing.IsValid():
-			start = append(start, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: enqueuing}))
+			start = []trace.SpanStartOption{consumerKind, attrs, newRoot, trace.WithLinks(trace.Link{SpanContext: enqueuing})}
 		default:
-			start = append(start, trace.WithNewRoot())
+			start = []trace.SpanStartOption{consumerKind, attrs, newRoot}
 		}
-		ctx, span := m.tracer.Start(ctx, "process "+d.EventType, start...)
+		ctx, span := m.tracer.Start(ctx, m.names.get(d.EventType), start...)
 		defer func() {
 			if p := recover(); p != nil {
 				perr := fmt.Errorf("panic: %v", p)
@@ -91,16 +94,36 @@ func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
 				span.End()
 				panic(p) // the worker recovers it, as without this middleware
 			}
-			span.SetAttributes(OutcomeKey.String(string(outcome(ctx, err, d))))
-			if err != nil {
+			if err == nil {
+				span.SetAttributes(sentAttrs...) // shared: SetAttributes copies it
+			} else {
 				span.RecordError(err)
-				span.SetAttributes(errorType(ctx, err))
+				span.SetAttributes(OutcomeKey.String(string(outcome(ctx, err, d))), errorType(ctx, err))
 				span.SetStatus(codes.Error, truncate(err.Error(), maxStatusDescription))
 			}
 			span.End()
 		}()
 		return next(ctx, payload, d)
 	}
+}
+
+// extract returns the enqueuing span context that the headers carry (invalid when they carry
+// none) and puts their baggage, if any, in *ctx. Only the message's context counts: a span the
+// worker's own context may carry is not the enqueuing one. A message without headers has
+// nothing to extract: the propagator is not called.
+func (m *middleware) extract(ctx *context.Context, headers map[string]string) trace.SpanContext {
+	if len(headers) == 0 {
+		return trace.SpanContext{}
+	}
+	base := *ctx
+	if trace.SpanContextFromContext(base).IsValid() {
+		base = trace.ContextWithSpanContext(base, trace.SpanContext{})
+	}
+	msg := propagatorOf(m.propagator).Extract(base, propagation.MapCarrier(headers))
+	if bag := baggage.FromContext(msg); bag.Len() > 0 {
+		*ctx = baggage.ContextWithBaggage(*ctx, bag)
+	}
+	return trace.SpanContextFromContext(msg)
 }
 
 // outcome is what the worker will record for err, by the worker's rules: nil is sent; a

@@ -157,6 +157,11 @@ func TestMiddlewareLinkChildRoot(t *testing.T) {
 				t.Errorf("parent %v links %v: want a root span", parent, links)
 			}
 		}},
+		{"child with headers but no trace context", map[string]string{"x-request-id": "r-1"}, []outboxotel.Option{outboxotel.AsChild()}, func(t *testing.T, s, parent trace.SpanContext, links []trace.Link) {
+			if parent.IsValid() || len(links) != 0 || s.TraceID() == workerSpan.SpanContext().TraceID() {
+				t.Errorf("parent %v links %v: want a root span, not a child of the worker's", parent, links)
+			}
+		}},
 		{"garbage traceparent", map[string]string{"traceparent": "00-zz-yy-01", "baggage": "tenant=acme"}, nil, func(t *testing.T, s, parent trace.SpanContext, links []trace.Link) {
 			if parent.IsValid() || len(links) != 0 {
 				t.Errorf("parent %v links %v: want a root span", parent, links)

@@ -31,8 +31,25 @@ type Observer struct {
 	reclaimed     metric.Int64Counter
 	stuckSeen     metric.Int64Counter
 
-	claimAttrs metric.MeasurementOption
-	byOutcome  sync.Map // handledKey -> metric.MeasurementOption
+	claimAdd    []metric.AddOption
+	claimRecord []metric.RecordOption
+	byType      byType[*[len(knownOutcomes)]measureOpts] // the known outcomes' options, by event type
+	byOutcome   sync.Map                                 // handledKey -> measureOpts, for an outcome added to the runtime later
+}
+
+// knownOutcomes are the outcomes whose attribute sets are built with an event type's first call.
+var knownOutcomes = [...]outbox.Outcome{outbox.OutcomeSent, outbox.OutcomeRetried, outbox.OutcomeFailed}
+
+// measureOpts is one attribute set as the variadic options of Add and Record, built once: a
+// handler call then allocates nothing for it.
+type measureOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newMeasureOpts(attrs ...attribute.KeyValue) measureOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return measureOpts{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
 }
 
 var _ outbox.Observer = (*Observer)(nil)
@@ -72,27 +89,35 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.claimAttrs = metric.WithAttributeSet(attribute.NewSet(
+	claim := newMeasureOpts(
 		semconv.MessagingSystemKey.String(System),
 		semconv.MessagingOperationName("claim"),
 		semconv.MessagingOperationTypeReceive,
-	))
+	)
+	o.claimAdd, o.claimRecord = claim.add, claim.record
+	o.byType.build = func(eventType string) *[len(knownOutcomes)]measureOpts {
+		var byOutcome [len(knownOutcomes)]measureOpts
+		for i, outcome := range knownOutcomes {
+			byOutcome[i] = handledOpts(eventType, outcome)
+		}
+		return &byOutcome
+	}
 	return &o, nil
 }
 
 // Claimed implements outbox.Observer.
 func (o *Observer) Claimed(n int, d time.Duration) {
 	if n > 0 { // a counter takes no negative value
-		o.consumed.Add(context.Background(), int64(n), o.claimAttrs)
+		o.consumed.Add(context.Background(), int64(n), o.claimAdd...)
 	}
-	o.claimDuration.Record(context.Background(), d.Seconds(), o.claimAttrs)
+	o.claimDuration.Record(context.Background(), d.Seconds(), o.claimRecord...)
 }
 
 // Handled implements outbox.Observer.
 func (o *Observer) Handled(eventType string, outcome outbox.Outcome, d time.Duration) {
-	attrs := o.attrs(eventType, outcome)
-	o.handled.Add(context.Background(), 1, attrs)
-	o.duration.Record(context.Background(), d.Seconds(), attrs)
+	opts := o.opts(eventType, outcome)
+	o.handled.Add(context.Background(), 1, opts.add...)
+	o.duration.Record(context.Background(), d.Seconds(), opts.record...)
 }
 
 // Reclaimed implements outbox.Observer.
@@ -109,13 +134,24 @@ func (o *Observer) Stuck(n int64) {
 	}
 }
 
-// attrs is the attribute set of one (event type, outcome), built once: a handler call then
+// opts is the attribute set of one (event type, outcome), built once: a handler call then
 // costs the instruments no allocation for it.
-func (o *Observer) attrs(eventType string, outcome outbox.Outcome) metric.MeasurementOption {
+func (o *Observer) opts(eventType string, outcome outbox.Outcome) measureOpts {
+	for i, known := range knownOutcomes {
+		if outcome == known {
+			return o.byType.get(eventType)[i]
+		}
+	}
 	k := handledKey{eventType, outcome}
 	if a, ok := o.byOutcome.Load(k); ok {
-		return a.(metric.MeasurementOption)
+		return a.(measureOpts)
 	}
+	a, _ := o.byOutcome.LoadOrStore(k, handledOpts(eventType, outcome))
+	return a.(measureOpts)
+}
+
+// handledOpts builds the attribute set of one (event type, outcome).
+func handledOpts(eventType string, outcome outbox.Outcome) measureOpts {
 	kv := []attribute.KeyValue{
 		semconv.MessagingSystemKey.String(System),
 		semconv.MessagingOperationName("process"),
@@ -126,8 +162,7 @@ func (o *Observer) attrs(eventType string, outcome outbox.Outcome) metric.Measur
 	if outcome != outbox.OutcomeSent {
 		kv = append(kv, semconv.ErrorTypeOther) // the conventions' mark of a failed operation
 	}
-	a, _ := o.byOutcome.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
-	return a.(metric.MeasurementOption)
+	return newMeasureOpts(kv...)
 }
 
 // Instrument returns cfg with tracing and metrics wired: Middleware(opts...) first in

@@ -1,6 +1,7 @@
 package outboxotel_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,35 @@ func TestInstrumentKeepsWhatConfigHad(t *testing.T) {
 	cfg.Middleware[1](nil)
 	if len(order) != 1 {
 		t.Error("the Config's middleware is not second")
+	}
+}
+
+// An outcome the runtime adds later gets a series of its own, and so does every event type,
+// past the number of event types whose attribute sets are cached.
+func TestObserverOtherOutcomesAndManyTypes(t *testing.T) {
+	t.Parallel()
+	m := newMetrics(t)
+	obs, err := outboxotel.NewObserver(outboxotel.WithMeterProvider(m.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.Handled("a", outbox.Outcome("skipped"), time.Millisecond)
+	obs.Handled("a", outbox.Outcome("skipped"), time.Millisecond)
+	const types = 1100
+	for i := range types {
+		obs.Handled(fmt.Sprint("t", i), outbox.OutcomeSent, time.Millisecond)
+		obs.Handled(fmt.Sprint("t", i), outbox.OutcomeRetried, time.Millisecond)
+	}
+	got := m.mustCollect(t)
+	if v, _ := point(got["outboxgen.handled.messages"], map[string]string{"messaging.destination.name": "a", "outboxgen.outcome": "skipped", "error.type": "_OTHER"}); v != 2 {
+		t.Errorf("a/skipped = %v, want 2", v)
+	}
+	for _, name := range []string{"t0", "t1099"} {
+		if v, _ := point(got["outboxgen.handled.messages"], map[string]string{"messaging.destination.name": name, "outboxgen.outcome": "retried", "error.type": "_OTHER"}); v != 1 {
+			t.Errorf("%s/retried = %v, want 1", name, v)
+		}
+	}
+	if sum := got["outboxgen.handled.messages"].Data.(metricdata.Sum[int64]); len(sum.DataPoints) != 1+2*types {
+		t.Errorf("%d series, want %d", len(sum.DataPoints), 1+2*types)
 	}
 }
