@@ -386,3 +386,41 @@ func TestInTxHandoffDuringAClaim(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "all slots free", func() bool { return w.freeSlots() == 2 })
 }
+
+// A handed-off row whose worker never ran it and could not give it back (the process died, here
+// a stopped worker and a failed give-back write) is an ordinary expired claim: any worker's
+// reclaim makes it PENDING after the lease and it is delivered, once.
+func TestInTxHandoffNeverRunIsReclaimed(t *testing.T) {
+	t.Parallel()
+	d, inj, db := faultyDB(t)
+	ctx := context.Background()
+	inj.Fail("MessageGiveBack", errors.New("injected: connection lost"))
+	var got deliveries
+	r := NewRouter()
+	r.Handle("welcome", Policy{Timeout: 200 * time.Millisecond}, got.handler)
+	a := newTestWorker(t, db, r, idleWorkerConfig(Config{StaleAfter: time.Second}))
+	stopA := start(t, a)
+	waitIdle(t, a)
+
+	var id MessageID
+	err := InTx(ctx, db, func(tx *sql.Tx) error {
+		var err error
+		if id, err = Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+			return err
+		}
+		stopA()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("InTx = %v; the commit succeeded, so it must not fail", err)
+	}
+	if row := getRow(t, d, id); row.Status != "PROCESSING" || row.Attempts != 1 {
+		t.Fatalf("after a failed give-back: %s, attempts %d; want the handoff's claim (PROCESSING, 1)", row.Status, row.Attempts)
+	}
+	b := newTestWorker(t, d.DB, r, Config{StaleAfter: time.Second, ReclaimInterval: 100 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+	start(t, b)
+	waitFor(t, 15*time.Second, "SENT after the reclaim", func() bool { return statusOf(t, d, id) == "SENT" })
+	if l := got.list(); len(l) != 1 || l[0].Attempt != 2 {
+		t.Errorf("deliveries %+v, want exactly one, attempt 2 (the handoff's claim counted)", l)
+	}
+}
