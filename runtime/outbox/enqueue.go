@@ -158,10 +158,7 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 			h.notHandedOff()
 		}
 	}
-	var db store.DBTX = sdb(tx)
-	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
-		db = inlineExec{db}
-	}
+	db := insertDB(tx, m, hdr)
 	var seq int64
 	if m.OrderingKey != "" {
 		// The key's next seq, its counter row locked until the caller's transaction ends.
@@ -216,6 +213,14 @@ func checkPayload(p []byte) error {
 // maxInlineBytes bounds the messages Enqueue sends as one statement with inline literals (hex
 // doubles them; max_allowed_packet must hold the statement). Larger ones go as arguments.
 const maxInlineBytes = 64 << 10
+
+// insertDB is where a message's INSERT goes: inlined (inlineExec) unless it is too large.
+func insertDB(tx DBTX, m Message, hdr string) store.DBTX {
+	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
+		return inlineExec{sdb(tx)}
+	}
+	return sdb(tx)
+}
 
 // inlineExec writes ExecContext's arguments into the statement as literals, so the enqueue is
 // one round trip whatever the DSN says. With the driver's default (interpolateParams=false), a

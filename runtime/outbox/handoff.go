@@ -101,11 +101,7 @@ func (h *handoffTx) enqueue(ctx context.Context, tx *sql.Tx, m Message, hdr stri
 		return 0, false, nil
 	}
 	start := time.Now()
-	var db store.DBTX = tx
-	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
-		db = inlineExec{tx}
-	}
-	n, err := q.MessageInsertClaimed(ctx, db, store.MessageInsertClaimedParams{
+	n, err := q.MessageInsertClaimed(ctx, insertDB(tx, m, hdr), store.MessageInsertClaimedParams{
 		EventType:      m.EventType,
 		Payload:        m.Payload,
 		IdempotencyKey: m.IdempotencyKey,
