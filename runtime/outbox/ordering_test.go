@@ -9,8 +9,11 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // orderedPayload is what the ordering tests enqueue.
@@ -99,6 +102,7 @@ func TestOrderingStressCommitOrder(t *testing.T) {
 	stop2 := start(t, newTestWorker(t, db.Open(t), r, cfg))
 
 	var wg sync.WaitGroup
+	var deadlocks atomic.Int64
 	for p := 0; p < producers; p++ {
 		pool := db.Open(t) // another process: no wakes reach the workers
 		wg.Add(1)
@@ -109,7 +113,7 @@ func TestOrderingStressCommitOrder(t *testing.T) {
 				key := fmt.Sprintf("order-%d", rnd.IntN(keys))
 				rollback := rnd.IntN(8) == 0
 				eventType := []string{"order_placed", "order_paid"}[rnd.IntN(2)]
-				err := func() error {
+				attempt := func() error {
 					tx, err := pool.BeginTx(ctx, nil)
 					if err != nil {
 						return err
@@ -134,7 +138,18 @@ func TestOrderingStressCommitOrder(t *testing.T) {
 						return tx.Rollback()
 					}
 					return tx.Commit()
-				}()
+				}
+				err := attempt()
+				// Under this load InnoDB now and then rolls a producer back as a deadlock victim
+				// (error 1213, seen about once in 12 runs, on MariaDB 10.11 and 11.8): the key
+				// locks of concurrent enqueues, the business row lock and the workers' writes
+				// to the ordering queue can form a cycle. An application retries the
+				// transaction, as this producer does; what is checked is the order of the
+				// transactions that committed.
+				for isDeadlock(err) {
+					deadlocks.Add(1)
+					err = attempt()
+				}
 				if err != nil {
 					t.Errorf("producer %d: %v", p, err)
 					return
@@ -176,7 +191,7 @@ func TestOrderingStressCommitOrder(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d messages over %d keys; ids disagreed with commit order within a key: %v", total, len(want), idsDisagree)
+	t.Logf("%d messages over %d keys (%d deadlock victims retried); ids disagreed with commit order within a key: %v", total, len(want), deadlocks.Load(), idsDisagree)
 	if n := countRows(t, db, "status <> 'SENT'"); n != 0 {
 		t.Errorf("%d messages not SENT", n)
 	}
@@ -428,4 +443,10 @@ func TestOrderingKeysRunConcurrently(t *testing.T) {
 	}
 	close(release)
 	waitFor(t, 10*time.Second, "key a done", func() bool { return statusOf(t, db, a) == "SENT" })
+}
+
+// isDeadlock says err is MySQL error 1213 (the transaction was rolled back as a deadlock victim).
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
 }
