@@ -33,6 +33,17 @@ INSERT INTO outbox_messages (
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
+-- name: MessageInsertNow :execlastid
+-- MessageInsert for the usual message: no ordering key, no delay. Only the columns without a
+-- default, and no delay arithmetic: each expression the server evaluates shows in the enqueue's
+-- cost (bench/cmd/w1cost --spellings: about 30 µs of a ~150 µs enqueue on both servers).
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
+) VALUES (
+    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers), sqlc.arg(max_attempts),
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+);
+
 -- name: MessageInsertClaimed :execlastid
 -- InTx's handoff (handoff.go): the same INSERT, but the row is born claimed by a worker of the
 -- enqueuing process, exactly as MessageClaimMark would leave it (PROCESSING, attempts 1, a lease

@@ -221,7 +221,7 @@ func TestInlineArgsRefusesMismatches(t *testing.T) {
 		t.Error("float argument: no error")
 	}
 	got, err := inlineArgs("SELECT ?, ?, ?", []any{"a'", int32(-7), []byte{0, 0xff}})
-	if want := "SELECT _utf8mb4 X'6127', -7, _utf8mb4 X'00ff'"; err != nil || got != want {
+	if want := "SELECT X'6127', -7, X'00ff'"; err != nil || got != want {
 		t.Errorf("inlineArgs = %q, %v; want %q", got, err, want)
 	}
 }
@@ -229,7 +229,7 @@ func TestInlineArgsRefusesMismatches(t *testing.T) {
 func TestInlineArgsNullAndTime(t *testing.T) {
 	at := time.Date(2026, 12, 2, 21, 30, 5, 123456000, time.FixedZone("x", 3600))
 	got, err := inlineArgs("? ? ?", []any{sql.NullString{}, sql.NullString{String: "t", Valid: true}, at})
-	if want := "NULL _utf8mb4 X'74' '2026-12-02 20:30:05.123456'"; err != nil || got != want {
+	if want := "NULL X'74' '2026-12-02 20:30:05.123456'"; err != nil || got != want {
 		t.Errorf("inlineArgs = %q, %v; want %q", got, err, want)
 	}
 }

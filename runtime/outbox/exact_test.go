@@ -184,3 +184,39 @@ func TestOnceDuplicateKeepsTransaction(t *testing.T) {
 		t.Errorf("k2 recorded in the transaction that also met a duplicate: first = %v, %v; want false (committed)", first, err)
 	}
 }
+
+// Enqueue's strings go as hex literals (binary strings): whatever charset the application's
+// connection uses, the payload, key and headers are stored as the UTF-8 that was enqueued.
+func TestEnqueueExactWithLatin1Connection(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(d.DSN, "?") {
+		sep = "&"
+	}
+	for _, params := range []string{"charset=latin1", "charset=latin1&interpolateParams=true"} {
+		db, err := sql.Open("mysql", d.DSN+sep+params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		payload := json.RawMessage(`{"name":"Zoë Ünal 東京 😀","note":"naïve café"}`)
+		m := Message{EventType: "latin1.conn", Payload: payload, IdempotencyKey: "ключ:😀"}
+		var id MessageID
+		err = InTx(ctx, db, func(tx *sql.Tx) error {
+			id, err = Enqueue(ctx, tx, m, Header("x-name", "Zoë 😀"))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", params, err)
+		}
+		var gotPayload, gotKey, gotHeaders string
+		if err := d.QueryRow("SELECT payload, idempotency_key, headers FROM outbox_messages WHERE id = ?", id).Scan(&gotPayload, &gotKey, &gotHeaders); err != nil {
+			t.Fatal(err)
+		}
+		if gotPayload != string(payload) || gotKey != m.IdempotencyKey || !strings.Contains(gotHeaders, "Zoë 😀") {
+			t.Errorf("%s: stored payload %q key %q headers %q; want the bytes enqueued", params, gotPayload, gotKey, gotHeaders)
+		}
+	}
+}

@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -37,6 +38,7 @@ func main() {
 	n := flag.Int("n", 5000, "transactions per variant")
 	interpolate := flag.Bool("interpolate", true, "interpolateParams=true for the business statements (one round trip each, as outbox.Enqueue's own INSERT always is)")
 	size := flag.Int("payload", 200, "payload bytes (the benchmark's W1 uses 200)")
+	flag.BoolVar(&spellings, "spellings", false, "also time spellings of the enqueue statement (what its expressions cost)")
 	flag.Parse()
 	if err := run(*dsn, *n, *interpolate, *size); err != nil {
 		fmt.Fprintln(os.Stderr, "w1cost:", err)
@@ -119,6 +121,9 @@ func run(dsn string, n int, interpolate bool, size int) error {
 			return err
 		}},
 	}
+	if spellings {
+		variants = append(variants, spellingVariants(payload)...)
+	}
 	took := make([][]time.Duration, len(variants))
 	for i := 0; i < n; i++ {
 		for v, vr := range variants {
@@ -155,6 +160,36 @@ func run(dsn string, n int, interpolate bool, size int) error {
 		fmt.Printf("| %s | %.0f | %+.0f | %.2fx | %s |\n", vr.name, us(m), us(m-l0), float64(l0)/float64(m), vr.what)
 	}
 	return nil
+}
+
+// spellings: --spellings.
+var spellings bool
+
+// spellingVariants send the enqueue's INSERT as outbox.Enqueue does (one statement, strings as
+// hex literals with a charset introducer), spelled in several ways.
+func spellingVariants(payload []byte) []variant {
+	hexs := func(s string) string { return "_utf8mb4 X'" + hex.EncodeToString([]byte(s)) + "'" }
+	const now = "TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())"
+	stmt := func(cols, vals string) func(ctx context.Context, tx *sql.Tx, i int) error {
+		return func(ctx context.Context, tx *sql.Tx, i int) error {
+			v := strings.NewReplacer("$T", hexs("bench.event"), "$P", hexs(string(payload)), "$K", hexs(fmt.Sprint("user:", i)), "$NOW", now).Replace(vals)
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages ("+cols+") VALUES ("+v+")")
+			return err
+		}
+	}
+	const all = "event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at"
+	const lean = "event_type, payload, idempotency_key, max_attempts, next_attempt_at, created_at"
+	return []variant{
+		{"spelling: MessageInsert", "today's statement, as Enqueue sends it", stmt(all, "$T, $P, IFNULL($K, x''), NULL, NULL, NULL, 'PENDING', 0, 10, TIMESTAMPADD(MICROSECOND, CAST(0 AS SIGNED), $NOW), $NOW")},
+		{"spelling: lean", "only the columns without defaults, no IFNULL, no delay arithmetic", stmt(lean, "$T, $P, $K, 10, $NOW, $NOW")},
+		{"spelling: lean, UTC_TIMESTAMP(6)", "the same with UTC_TIMESTAMP(6), which sqlc cannot parse", stmt(lean, "$T, $P, $K, 10, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)")},
+		{"spelling: lean, one clock", "lean, created_at copied from next_attempt_at in the statement", stmt(lean, "$T, $P, $K, 10, $NOW, next_attempt_at")},
+		{"spelling: lean, no introducer", "lean with plain hex literals (X'..' without _utf8mb4)", func(ctx context.Context, tx *sql.Tx, i int) error {
+			h := func(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages ("+lean+") VALUES ("+h("bench.event")+", "+h(string(payload))+", "+h(fmt.Sprint("user:", i))+", 10, "+now+", "+now+")")
+			return err
+		}},
+	}
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

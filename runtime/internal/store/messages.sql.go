@@ -664,6 +664,40 @@ func (q *Queries) MessageInsertClaimed(ctx context.Context, db DBTX, arg Message
 	return result.LastInsertId()
 }
 
+const messageInsertNow = `-- name: MessageInsertNow :execlastid
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
+) VALUES (
+    ?, ?, IFNULL(?, x''), ?, ?,
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+)
+`
+
+type MessageInsertNowParams struct {
+	EventType      string
+	Payload        json.RawMessage
+	IdempotencyKey interface{}
+	Headers        sql.NullString
+	MaxAttempts    int32
+}
+
+// MessageInsert for the usual message: no ordering key, no delay. Only the columns without a
+// default, and no delay arithmetic: each expression the server evaluates shows in the enqueue's
+// cost (bench/cmd/w1cost --spellings: about 30 µs of a ~150 µs enqueue on both servers).
+func (q *Queries) MessageInsertNow(ctx context.Context, db DBTX, arg MessageInsertNowParams) (int64, error) {
+	result, err := db.ExecContext(ctx, messageInsertNow,
+		arg.EventType,
+		arg.Payload,
+		arg.IdempotencyKey,
+		arg.Headers,
+		arg.MaxAttempts,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.LastInsertId()
+}
+
 const messageListFailed = `-- name: MessageListFailed :many
 SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
 FROM outbox_messages
