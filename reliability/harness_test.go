@@ -661,7 +661,12 @@ func (e *env) verify(allowDup bool, faults string) (ledger.Result, []ledger.Line
 	enq := append([]ledger.Enqueued(nil), e.enq...)
 	killed := e.killed
 	e.mu.Unlock()
+	// Messages the worker processes enqueued themselves (relworker -produce-rate) are recorded
+	// in their ledgers, not in e.enq.
+	produced, _, producedProblems := ledger.Produced(lines)
+	enq = append(enq, produced...)
 	res := ledger.Check(enq, rows, lines, allowDup)
+	res.Problems = append(res.Problems, producedProblems...)
 	ledgerProblems := len(res.Problems)
 	ledger.CheckHistory(&res, e.history(), lines, time.Millisecond)
 	historyProblems := len(res.Problems) - ledgerProblems
@@ -763,6 +768,24 @@ func (e *env) openCalls(proc string) int {
 		return 0 // not written yet
 	}
 	return inflightByProc(ls)[proc]
+}
+
+// waitLine waits until proc's ledger holds a line of kind, or fails the test after timeout.
+func (e *env) waitLine(proc, kind string, timeout time.Duration) {
+	e.t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		ls, _, err := ledger.ReadFile(filepath.Join(e.dir, proc+".jsonl"))
+		if err == nil {
+			for _, l := range ls {
+				if l.T == kind {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: no %q line in its ledger after %v (log below)\n%s", proc, kind, timeout, tail(filepath.Join(e.dir, proc+".log"), 30))
+		}
+	}
 }
 
 // maxMem returns the largest heap-in-use and RSS samples per role prefix.

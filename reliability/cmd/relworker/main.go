@@ -3,6 +3,10 @@
 // appends every call to a ledger file (see reliability/internal/ledger) and behaves as the
 // message's payload says (succeed, fail, panic, hang...). The suite starts, kills -9 and
 // restarts it; it stops on SIGTERM or SIGINT by cancelling Run's context.
+//
+// With -produce-rate it also enqueues "rel.msg" messages itself, through outbox.InTx on the
+// *sql.DB its worker runs on, so that they take InTx's handoff to that worker (produce.go);
+// SIGUSR1 stops the enqueueing and leaves the worker running.
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +55,9 @@ type Payload struct {
 	// Key is an ordered message's business key (the suite's record, for a reader of the
 	// ledger); the handler does not act on it: the order is the worker's to keep.
 	Key string `json:"key,omitempty"`
+	// Prefix comes before "seq:N" in the idempotency key of a message a relworker enqueued
+	// itself (-produce-prefix), which keeps its keys apart from other processes'.
+	Prefix string `json:"pfx,omitempty"`
 }
 
 func main() { os.Exit(run()) }
@@ -69,7 +77,14 @@ func run() int {
 		memEvery    = flag.Duration("mem", time.Second, "memory sample interval in the ledger")
 		maxConns    = flag.Int("maxconns", 0, "SetMaxOpenConns (0 = unlimited)")
 		ordered     = flag.Bool("ordered", false, "also handle the ordered event types (OrderedTypes)")
+		produceRate = flag.Int("produce-rate", 0, "enqueue this many rel.msg messages per second through outbox.InTx on the worker's *sql.DB (0 = none)")
+		producers   = flag.Int("producers", 2, "with -produce-rate: goroutines that share the rate")
+		prefix      = flag.String("produce-prefix", "", `with -produce-rate: idempotency key prefix (default: the -proc name and "/")`)
+		lag         = flag.Duration("produce-lag", 0, "with -produce-rate: wait this long after InTx returns before writing the outcome lines (widens the window in which a kill leaves a committed message without one)")
 	)
+	// Before anything else: SIGUSR1's default action would kill the process.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	flag.Parse()
 	if *dsn == "" || *ledgerPath == "" || *proc == "" {
 		fmt.Fprintln(os.Stderr, "relworker: -dsn, -ledger and -proc are required")
@@ -138,7 +153,32 @@ func run() int {
 		}
 	}()
 
+	var produced sync.WaitGroup
+	if *produceRate > 0 {
+		pfx := *prefix
+		if pfx == "" {
+			pfx = *proc + "/"
+		}
+		pctx, stopProducing := context.WithCancel(ctx)
+		defer stopProducing()
+		go func() {
+			select {
+			case <-usr1:
+				logger.Info("producers stopping", "signal", "SIGUSR1")
+				stopProducing()
+			case <-pctx.Done():
+			}
+		}()
+		produced.Add(1)
+		go func() {
+			defer produced.Done()
+			produce(pctx, producer{db: db, rate: *produceRate, goroutines: *producers, prefix: pfx, lag: *lag, log: mustLog, logger: logger})
+			mustLog(ledger.Line{T: ledger.KindProduced})
+		}()
+	}
+
 	err = runWorker(ctx, db, pol, handler(mustLog), cfg)
+	produced.Wait()
 	e := ""
 	if err != nil {
 		e = err.Error()
@@ -184,7 +224,7 @@ func handler(log func(ledger.Line)) outbox.HandlerFunc {
 			// What generated handler wrappers do with a payload that does not decode.
 			return outbox.Permanent(fmt.Errorf("decode %s payload: %w", d.EventType, err))
 		}
-		if want := "seq:" + strconv.FormatInt(p.Seq, 10); want != d.IdempotencyKey {
+		if want := p.Prefix + "seq:" + strconv.FormatInt(p.Seq, 10); want != d.IdempotencyKey {
 			return outbox.Permanent(fmt.Errorf("payload seq %d does not match key %q", p.Seq, d.IdempotencyKey))
 		}
 		switch p.Mode {

@@ -24,6 +24,26 @@ const (
 	Ambiguous
 )
 
+// stateNames are the States' names in enqd lines.
+var stateNames = [...]string{Committed: "committed", RolledBack: "rolled_back", Aborted: "aborted", Ambiguous: "ambiguous"}
+
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+	return stateNames[s]
+}
+
+// ParseState is the State named s (State.String); false when s names none.
+func ParseState(s string) (State, bool) {
+	for i, n := range stateNames {
+		if n == s {
+			return State(i), true
+		}
+	}
+	return 0, false
+}
+
 // Expect is the final status a committed message must reach.
 type Expect string
 
@@ -43,6 +63,53 @@ type Enqueued struct {
 	// recorded it (see CheckOrder). Check ignores both.
 	OrderingKey string
 	Index       int64
+}
+
+// Produced is the enqueue record of the messages that worker processes enqueued themselves
+// (relworker -produce-rate), built from their enq and enqd lines, for Check beside the test
+// process's own record. A message takes the State of its enqd line; one without (its process
+// was killed after the enq line and before the outcome's: before, during or after its commit)
+// is Ambiguous, which Check holds to the Committed rules when its row exists and to none when
+// it does not. cut counts those. problems are lines that do not fit: an outcome without its
+// enq line, an unknown outcome, a key enqueued or concluded twice.
+func Produced(lines []Line) (enq []Enqueued, cut int, problems []string) {
+	idx := map[string]int{}
+	for _, l := range lines {
+		if l.T != KindEnqueue {
+			continue
+		}
+		if _, dup := idx[l.Key]; dup {
+			problems = append(problems, fmt.Sprintf("%s: enqueued twice (process %s): keys must be unique", l.Key, l.Proc))
+			continue
+		}
+		idx[l.Key] = len(enq)
+		enq = append(enq, Enqueued{Key: l.Key, State: Ambiguous, Expect: Expect(l.Expect)})
+	}
+	concluded := make([]bool, len(enq))
+	for _, l := range lines {
+		if l.T != KindEnqueued {
+			continue
+		}
+		i, ok := idx[l.Key]
+		s, known := ParseState(l.Outcome)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s: an outcome (%s, process %s) without its enq line", l.Key, l.Outcome, l.Proc))
+		case !known:
+			problems = append(problems, fmt.Sprintf("%s: unknown outcome %q (process %s)", l.Key, l.Outcome, l.Proc))
+		case concluded[i]:
+			problems = append(problems, fmt.Sprintf("%s: a second outcome (%s, process %s)", l.Key, l.Outcome, l.Proc))
+		default:
+			concluded[i] = true
+			enq[i].State = s
+		}
+	}
+	for _, c := range concluded {
+		if !c {
+			cut++
+		}
+	}
+	return enq, cut, problems
 }
 
 // Row is a message's final row in outbox_messages.

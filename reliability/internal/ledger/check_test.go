@@ -64,6 +64,67 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestProduced(t *testing.T) {
+	enq := func(key string) Line { return Line{T: KindEnqueue, Key: key, Expect: string(ExpectSent), Proc: "w1.1"} }
+	out := func(key string, s State) Line {
+		return Line{T: KindEnqueued, Key: key, Outcome: s.String(), Proc: "w1.1"}
+	}
+	lines := []Line{
+		enq("w1.1/seq:1"), out("w1.1/seq:1", Committed),
+		enq("w1.1/seq:2"), enq("w1.1/seq:3"), out("w1.1/seq:2", RolledBack), out("w1.1/seq:3", RolledBack),
+		enq("w1.1/seq:4"), out("w1.1/seq:4", Aborted),
+		enq("w1.1/seq:5"), out("w1.1/seq:5", Ambiguous),
+		enq("w1.1/seq:6"), // killed before its outcome line: committed, as the row shows
+		enq("w1.1/seq:7"), // killed before its outcome line: never committed
+		call(1, "w1.1/seq:1", "h", 1), done(1, "h", true),
+		call(6, "w1.1/seq:6", "h", 1), // killed mid-call
+		call(6, "w1.1/seq:6", "r", 2), done(6, "r", true),
+	}
+	got, cut, problems := Produced(lines)
+	if len(problems) != 0 || cut != 2 {
+		t.Fatalf("cut %d, problems %q; want 2 cut and no problem", cut, problems)
+	}
+	want := map[string]State{"w1.1/seq:1": Committed, "w1.1/seq:2": RolledBack, "w1.1/seq:3": RolledBack, "w1.1/seq:4": Aborted,
+		"w1.1/seq:5": Ambiguous, "w1.1/seq:6": Ambiguous, "w1.1/seq:7": Ambiguous}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d: %+v", len(got), len(want), got)
+	}
+	for _, e := range got {
+		if e.State != want[e.Key] || e.Expect != ExpectSent {
+			t.Errorf("%s: %v, expect %s; want %v, expect SENT", e.Key, e.State, e.Expect, want[e.Key])
+		}
+	}
+	rows := []Row{{ID: 1, Key: "w1.1/seq:1", Status: "SENT", Attempts: 1, ClaimToken: "h"}, {ID: 6, Key: "w1.1/seq:6", Status: "SENT", Attempts: 2, ClaimToken: "r"}}
+	res := Check(got, rows, lines, true)
+	if len(res.Problems) != 0 || res.Committed != 1 || res.RolledBack != 2 || res.Aborted != 1 || res.Ambiguous != 3 || res.AmbiguousCommitted != 1 || res.DupUnfinished != 1 {
+		t.Fatalf("Check of the produced record: %s\n%s", res, res.Summary(10))
+	}
+	// The cut message whose row exists is held to the committed rules: without its row's
+	// success, a problem.
+	rows[1].Status = "PENDING"
+	if res := Check(got, rows, lines, true); !strings.Contains(strings.Join(res.Problems, "\n"), "status PENDING, want SENT") {
+		t.Fatalf("a cut message with a row is not held to the committed rules: %q", res.Problems)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		lines []Line
+		want  string
+	}{
+		{"outcome without enq", []Line{out("w1.1/seq:9", Committed)}, "without its enq line"},
+		{"key enqueued twice", []Line{enq("w1.1/seq:1"), enq("w1.1/seq:1")}, "enqueued twice"},
+		{"two outcomes", []Line{enq("w1.1/seq:1"), out("w1.1/seq:1", Committed), out("w1.1/seq:1", Ambiguous)}, "a second outcome"},
+		{"unknown outcome", []Line{enq("w1.1/seq:1"), {T: KindEnqueued, Key: "w1.1/seq:1", Outcome: "maybe"}}, "unknown outcome"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, problems := Produced(tc.lines)
+			if got := strings.Join(problems, "\n"); !strings.Contains(got, tc.want) {
+				t.Fatalf("want a problem containing %q, got %q", tc.want, got)
+			}
+		})
+	}
+}
+
 func TestWriterRead(t *testing.T) {
 	dir := t.TempDir()
 	w, err := Create(filepath.Join(dir, "w1.jsonl"), "w1")

@@ -27,6 +27,12 @@ const (
 	KindIncident = "incident" // the worker reported an incident.Incident
 	KindMem      = "mem"      // periodic memory sample
 	KindExit     = "exit"     // Run returned; Err says how
+
+	// A worker process that enqueues too (relworker -produce-rate) records each message it
+	// enqueues in two lines, so that a kill -9 at any moment leaves a readable record:
+	KindEnqueue  = "enq"   // Key is about to be enqueued (Expect: its final status); written before its transaction begins
+	KindEnqueued = "enqd"  // Key's transaction ended: Outcome is a State's name (see State.String)
+	KindProduced = "pstop" // the process stopped enqueueing: no enq line follows
 )
 
 // Line is one ledger record, one JSON object per line.
@@ -43,6 +49,9 @@ type Line struct {
 	Err     string `json:"err,omitempty"`
 	Kind    string `json:"kind,omitempty"`
 	Subject string `json:"subj,omitempty"`
+	// Expect is an enq line's expected final status; Outcome an enqd line's State.
+	Expect  string `json:"exp,omitempty"`
+	Outcome string `json:"out,omitempty"`
 	// Heap and RSS are the mem line's samples in bytes.
 	Heap uint64 `json:"heap,omitempty"`
 	RSS  uint64 `json:"rss,omitempty"`
