@@ -44,6 +44,95 @@ func TestEnqueueRefusesAPoolUnlessStandalone(t *testing.T) {
 	}
 }
 
+// txWrapper is what an application's own transaction type looks like: a struct embedding the
+// *sql.Tx (with its helpers beside it).
+type txWrapper struct{ *sql.Tx }
+
+// Enqueue on a *sql.Conn inside BEGIN ... COMMIT/ROLLBACK, and on a type wrapping a *sql.Tx, is
+// part of that transaction: refused as a pool neither, nothing visible before the commit, gone
+// with a rollback, kept with a commit.
+func TestEnqueueOnAConnOrATxWrapperFollowsTheTransaction(t *testing.T) {
+	t.Parallel()
+	d := migrated(t)
+	ctx := context.Background()
+	msg := func(eventType string) Message {
+		return Message{EventType: eventType, Payload: json.RawMessage(`{}`)}
+	}
+	// rows counts eventType's rows as another connection sees them.
+	rows := func(eventType string) int { return countRows(t, d, "event_type = ?", eventType) }
+
+	conn, err := d.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, end := range []string{"ROLLBACK", "COMMIT"} {
+		et := "conn_" + strings.ToLower(end)
+		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Enqueue(ctx, conn, msg(et)); err != nil {
+			t.Fatalf("Enqueue on a *sql.Conn inside BEGIN: %v", err)
+		}
+		if n := rows(et); n != 0 {
+			t.Errorf("*sql.Conn: %d rows visible before %s, want 0 (the enqueue committed on its own)", n, end)
+		}
+		if _, err := conn.ExecContext(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"ROLLBACK": 0, "COMMIT": 1}[end]
+		if n := rows(et); n != want {
+			t.Errorf("*sql.Conn: BEGIN, Enqueue, %s: %d rows, want %d", end, n, want)
+		}
+	}
+
+	// A wrapper inside InTx: rolled back when fn fails, committed when it returns nil.
+	errRollBack := errors.New("roll back")
+	for _, fnErr := range []error{errRollBack, nil} {
+		err := InTx(ctx, d.DB, func(tx *sql.Tx) error {
+			if _, err := Enqueue(ctx, txWrapper{tx}, msg("wrapper_intx")); err != nil {
+				return err
+			}
+			if n := rows("wrapper_intx"); n != 0 {
+				t.Errorf("wrapper in InTx: %d rows visible before the commit, want 0", n)
+			}
+			return fnErr
+		})
+		if !errors.Is(err, fnErr) {
+			t.Fatalf("InTx with Enqueue on a wrapper: err = %v, want %v", err, fnErr)
+		}
+	}
+	if n := rows("wrapper_intx"); n != 1 {
+		t.Errorf("wrapper in InTx, one rolled back and one committed: %d rows, want 1", n)
+	}
+
+	// A wrapper of a plain BeginTx.
+	for _, commit := range []bool{false, true} {
+		tx, err := d.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Enqueue(ctx, txWrapper{tx}, msg("wrapper_begintx")); err != nil {
+			_ = tx.Rollback()
+			t.Fatalf("Enqueue on a wrapper of a *sql.Tx: %v", err)
+		}
+		if n := rows("wrapper_begintx"); n != 0 {
+			t.Errorf("wrapper of BeginTx: %d rows visible before the commit, want 0", n)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rows("wrapper_begintx"); n != 1 {
+		t.Errorf("wrapper of BeginTx, one rolled back and one committed: %d rows, want 1", n)
+	}
+}
+
 func TestEnqueueTypedNilTx(t *testing.T) {
 	var tx *sql.Tx // BeginTx failed and its error was ignored
 	_, err := Enqueue(context.Background(), tx, Message{EventType: "e", Payload: json.RawMessage(`{}`)})
