@@ -158,3 +158,52 @@ func TestReadmeLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// What a newcomer needs that the snippets once left out (issue 13, item 11): the driver import
+// and sql.Open, a section on changing events.yaml while rows are pending that points to the
+// breaking check, and a demo whose last words say the FAILED row was the point.
+func TestReadmeAndDemoNewcomerNotes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`_ "github.com/go-sql-driver/mysql"`, `sql.Open("mysql"`} {
+		found := false
+		for _, b := range readmeBlocks(t, string(readme)) {
+			if b.lang == "go" && strings.Contains(b.body, want) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README.md: no ```go block shows %s", want)
+		}
+	}
+
+	const heading = "## Changing events.yaml while messages are pending"
+	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	if !ok {
+		t.Errorf("README.md: no section %q", heading)
+	} else {
+		if i := strings.Index(section, "\n## "); i >= 0 {
+			section = section[:i]
+		}
+		if !strings.Contains(section, "outboxgen breaking") {
+			t.Errorf("README.md: section %q does not mention `outboxgen breaking`", heading)
+		}
+	}
+
+	demo, err := os.ReadFile(filepath.Join("..", "scripts", "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end, ok := strings.Cut(string(demo), `step "demo done"`)
+	if !ok {
+		t.Fatalf(`scripts/demo: no step "demo done"`)
+	}
+	for _, want := range []string{"FAILED", "on purpose"} {
+		if !strings.Contains(end, want) {
+			t.Errorf("scripts/demo: the lines after its \"demo done\" step do not say %q (that the FAILED bounce was the point):\n%s", want, end)
+		}
+	}
+}
