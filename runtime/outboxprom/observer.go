@@ -10,6 +10,16 @@
 // Observer counts what this process's workers did (counters and histograms, per process;
 // sum them across instances). StatsCollector reads the table on every scrape with
 // outbox.Stats (gauges, the same for every instance; scrape it from one place or use max()).
+//
+// Held ordering keys (events.yaml ordering_key) show as outbox_held_ordering_keys (how many),
+// outbox_oldest_held_age_seconds (for how long) and, per key, the message holding it:
+//
+//	outbox_held_ordering_key_head_id{ordering_key="orders:42",head_status="FAILED"} 1234
+//
+// Look at that message (`outboxgen show`), then retry or purge it (docs/operations.md). Those
+// series are bounded by outbox.MaxHeldListed (100, the longest held first) so that an incident
+// holding many keys does not explode the series count; keys that are not valid UTF-8 are
+// shown with their invalid bytes as \xNN. See StatsCollector.
 package outboxprom
 
 import (

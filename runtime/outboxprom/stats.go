@@ -2,7 +2,10 @@ package outboxprom
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,6 +35,20 @@ const DefaultStatsTimeout = 5 * time.Second
 //	                                       or waiting for a retry or a Delay) while others wait
 //	outbox_oldest_held_age_seconds         how long the longest-held key's first waiting message
 //	                                       has waited (0 when none): alert when it grows
+//	outbox_held_ordering_key_head_id{ordering_key,head_status}
+//	                                       per held key, the id of the message holding it (its
+//	                                       head, FAILED or PENDING): the id to inspect, then
+//	                                       retry or purge
+//
+// The head-id series are bounded: one per key of outbox.Snapshot.Held, at most
+// outbox.MaxHeldListed (100), the longest held first, while outbox_held_ordering_keys counts
+// every held key. Keys are application data, so a bad deploy could hold thousands of them at
+// once; a series per key without a bound would grow the scrape and the TSDB with the incident.
+// A key that stops being held disappears from the next scrape (nothing is kept between
+// scrapes). The value is the message id as a float64: exact up to 2^53. Label values are
+// escaped by the client library; an ordering key that is not valid UTF-8 (the column is
+// VARBINARY; Enqueue refuses such keys, but a row written by other means may hold one) is
+// shown with each invalid byte as \xNN, since Prometheus label values must be UTF-8.
 //
 // A failed query is not hidden behind stale or zero values: the scrape gets an invalid metric
 // carrying the error (prometheus.NewInvalidMetric), so the registry reports it (promhttp
@@ -40,7 +57,7 @@ type StatsCollector struct {
 	db      outbox.DBTX
 	timeout time.Duration
 
-	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld *prometheus.Desc
+	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -80,6 +97,9 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 			"Ordering keys whose head message cannot be handled now (FAILED, or waiting for a retry or a Delay) while others of the key wait behind it.", nil, nil),
 		oldestHeld: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_held_age_seconds"),
 			"How long the longest-held ordering key's first waiting message has waited, 0 when none. A FAILED head holds its key until retry or purge.", nil, nil),
+		heldHead: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "held_ordering_key_head_id"),
+			fmt.Sprintf("Id of the message holding each held ordering key (its head: FAILED, or PENDING until a retry or a Delay), for at most the %d longest-held keys.", outbox.MaxHeldListed),
+			[]string{"ordering_key", "head_status"}, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -89,7 +109,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead} {
 		ch <- d
 	}
 }
@@ -118,4 +138,36 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(s.Stuck))
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
+	seen := make(map[string]bool, len(s.Held))
+	for _, h := range s.Held {
+		key := labelValue(h.OrderingKey)
+		if seen[key] {
+			// Two keys that differ only in invalid bytes can escape alike (only by a key that is
+			// not UTF-8 meeting one that spells out \xNN): a repeated series would fail the
+			// whole scrape, so the longer-held one (listed first) is kept.
+			continue
+		}
+		seen[key] = true
+		ch <- prometheus.MustNewConstMetric(c.heldHead, prometheus.GaugeValue, float64(h.Head), key, string(h.HeadStatus))
+	}
+}
+
+// labelValue returns s with each byte that is not part of valid UTF-8 written as \xNN, so
+// that any ordering key is a valid label value (NewConstMetric refuses, and MustNewConstMetric
+// panics on, one that is not UTF-8). A valid key is returned as it is.
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, "\\x%02X", s[i])
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
