@@ -220,3 +220,52 @@ func TestEmptyStringIsNullMode(t *testing.T) {
 		}
 	}
 }
+
+// Under EMPTY_STRING_IS_NULL the empty quoted string that the reclaim's COALESCE fell back to
+// is NULL too, which made the whole CONCAT NULL: a reclaimed row with no earlier error lost the
+// reason.
+// MariaDB only, like TestEmptyStringIsNullMode.
+func TestEmptyStringIsNullModeReclaimSaysWhy(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	if _, err := d.Exec("SET SESSION sql_mode = 'EMPTY_STRING_IS_NULL'"); err != nil {
+		t.Skipf("this server has no sql_mode EMPTY_STRING_IS_NULL (MySQL): %v", err)
+	}
+	db, err := sql.Open("mysql", d.DSN+"&sql_mode=%27EMPTY_STRING_IS_NULL,STRICT_TRANS_TABLES%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	var mode string
+	if err := db.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil || !strings.Contains(mode, "EMPTY_STRING_IS_NULL") {
+		t.Fatalf("sql_mode = %q, %v; want EMPTY_STRING_IS_NULL set through the DSN", mode, err)
+	}
+	if err := Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate under EMPTY_STRING_IS_NULL: %v", err)
+	}
+	r := NewRouter()
+	r.Handle("lease_expires", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db, r, Config{})
+	ids := enqueueN(t, db, "lease_expires", 2)
+	setRow(t, db, ids[1], "last_error = ?", "handler said no")
+	got, _, err := w.claim(ctx, 2, claimPos{})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	for _, id := range ids {
+		setRow(t, db, id, "reclaim_after = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+	}
+	if n, err := w.reclaimOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("reclaimOnce = %d, %v; want 2", n, err)
+	}
+	for i, before := range []string{"", "; the error before: handler said no"} {
+		row := getRow(t, db, ids[i])
+		if row.Status != "PENDING" || !row.LastError.Valid ||
+			!strings.HasPrefix(row.LastError.String, "lease expired (claim ") ||
+			!strings.HasSuffix(row.LastError.String, "; reclaimed for another attempt"+before) {
+			t.Errorf("row with earlier error %q after reclaim: status %s, last_error %+v; want PENDING and the lease-expired reason",
+				strings.TrimPrefix(before, "; the error before: "), row.Status, row.LastError)
+		}
+	}
+}

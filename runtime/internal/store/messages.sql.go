@@ -1061,9 +1061,9 @@ const messageReclaimStale = `-- name: MessageReclaimStale :execrows
 UPDATE outbox_messages
 SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
     failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
-    last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, ''), '): its worker died or its handler outlived the lease',
+    last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, x''), '): its worker died or its handler outlived the lease',
                          IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt'),
-                         COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), '')),
+                         COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), x'')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
   AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
@@ -1075,7 +1075,9 @@ LIMIT ?
 // that kills its worker cannot loop forever). Assignments run left to right and see earlier
 // ones, so every IF tests attempts/max_attempts, which this statement does not change.
 // last_error says so either way (a crash or a hang left no trace on the row otherwise), and
-// keeps the start of the previous error, the handler's own, after it.
+// keeps the start of the previous error, the handler's own, after it. Its empty strings are hex
+// literals: MariaDB's sql_mode EMPTY_STRING_IS_NULL makes an empty quoted string NULL, and with
+// it the whole CONCAT.
 func (q *Queries) MessageReclaimStale(ctx context.Context, db DBTX, limit int32) (int64, error) {
 	result, err := db.ExecContext(ctx, messageReclaimStale, limit)
 	if err != nil {
