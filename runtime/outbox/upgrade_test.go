@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,13 +50,41 @@ func tableVersions(t *testing.T, d *testdb.DB) map[string]string {
 	return out
 }
 
-// v1Insert writes a row as the first release's Enqueue did (its MessageInsert), and v1Set moves
-// it to a status as its worker did: the state a version-1 fleet leaves behind.
+// v1SQL is the first release's worker statements (testdata/v1_worker.sql), by sqlc query name.
+func v1SQL(t testing.TB) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/v1_worker.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, part := range strings.Split(string(b), "-- name: ")[1:] {
+		head, body, _ := strings.Cut(part, "\n")
+		out[strings.Fields(head)[0]] = strings.TrimSuffix(strings.TrimSpace(body), ";")
+	}
+	for _, name := range []string{"MessageInsert", "MessageClaimCandidates", "MessageClaimLockIDs", "MessageClaimMark",
+		"MessageMarkSent", "MessageMarkRetry", "MessageMarkFailed"} {
+		if out[name] == "" {
+			t.Fatalf("testdata/v1_worker.sql has no %s", name)
+		}
+	}
+	return out
+}
+
+// expandSlices gives each /*SLICE:name*/? of a frozen statement n[name] placeholders, as sqlc's
+// generated code did.
+func expandSlices(stmt string, n map[string]int) string {
+	for name, k := range n {
+		stmt = strings.Replace(stmt, "/*SLICE:"+name+"*/?", strings.Repeat(",?", k)[1:], 1)
+	}
+	return stmt
+}
+
+// v1Insert writes a row with the first release's Enqueue statement (its MessageInsert, max
+// attempts 10): a row as a version-1 application left it.
 func v1Insert(t *testing.T, d *testdb.DB, eventType, payload, key string, delay time.Duration) MessageID {
 	t.Helper()
-	res := d.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at, created_at)
-		VALUES (?, ?, ?, 'PENDING', 0, 10, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6))`,
-		eventType, payload, key, delay.Microseconds())
+	res := d.MustExec(t, v1SQL(t)["MessageInsert"], eventType, payload, key, 10, delay.Microseconds())
 	id, err := res.LastInsertId()
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +92,242 @@ func v1Insert(t *testing.T, d *testdb.DB, eventType, payload, key string, delay 
 	return MessageID(id)
 }
 
-// The upgrade from the first release's tables, with rows in every status, one PROCESSING under a
-// live lease of a (version-1) worker: nothing lost, nothing changed, nothing delivered twice; the
-// leased row's late fenced result still lands after the upgrade (its claim token survived), and a
-// worker of this version delivers what is due.
+// v1Claimed is a row a version-1 claim took.
+type v1Claimed struct {
+	id                   MessageID
+	eventType, payload   string
+	attempt, maxAttempts int
+	token                string
+}
+
+// v1Worker is the first release's worker as the database saw it, sending that release's
+// statements (testdata/v1_worker.sql): today's Worker refuses version-1 tables, so this is how
+// a fleet still running release 1 meets Migrate. Its claim is one READ COMMITTED transaction
+// (MessageClaimCandidates from the start of the claim index, MessageClaimLockIDs on them,
+// MessageClaimMark with a fresh token and the lease) and each result is a fenced write of its
+// own (MessageMarkSent, MessageMarkRetry with no backoff, MessageMarkFailed), under autocommit
+// as release 1 wrote a lone result. Left out, as the database does not see them: prefetch,
+// batching several results in one transaction, the candidate windows past the first and the
+// fallback claim by index scan (only claims held by other claimers reach those).
+type v1Worker struct {
+	t      testing.TB
+	db     *sql.DB
+	sql    map[string]string
+	types  []string
+	lease  time.Duration
+	handle func(v1Claimed) Outcome
+
+	claims   atomic.Int64 // claim transactions committed, empty ones included
+	handlers sync.WaitGroup
+	mu       sync.Mutex
+	handled  map[MessageID]int   // deliveries by this worker
+	landed   map[MessageID]int64 // rows changed by each message's latest result write
+}
+
+// start runs the claim loop until stop; stop then waits for the handlers in flight and their
+// result writes.
+func (v *v1Worker) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			got, err := v.claim(10)
+			if err != nil {
+				// Release 1 logged "claim failed" and tried again at its next poll.
+				v.t.Logf("version-1 claim: %v", err)
+			}
+			for _, c := range got {
+				v.handlers.Add(1)
+				go func() {
+					defer v.handlers.Done()
+					v.dispatch(c)
+				}()
+			}
+			if len(got) == 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			v.handlers.Wait()
+		})
+	}
+	v.t.Cleanup(stop)
+	return stop
+}
+
+func (v *v1Worker) claim(n int) (_ []v1Claimed, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := v.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	types := make([]any, len(v.types))
+	for i, et := range v.types {
+		types[i] = et
+	}
+	from := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC) // release 1's claimFromStart
+	args := append(append([]any{from, from, int64(0)}, types...), 2*n)
+	rows, err := tx.QueryContext(ctx, expandSlices(v.sql["MessageClaimCandidates"], map[string]int{"event_types": len(types)}), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim candidates: %w", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		var due time.Time
+		if err := rows.Scan(&id, &due); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("claim candidates: %w", err)
+	}
+	var got []v1Claimed
+	if len(ids) > 0 {
+		args = append(append(append([]any{}, ids...), types...), n)
+		rows, err = tx.QueryContext(ctx, expandSlices(v.sql["MessageClaimLockIDs"], map[string]int{"ids": len(ids), "event_types": len(types)}), args...)
+		if err != nil {
+			return nil, fmt.Errorf("claim lock: %w", err)
+		}
+		for rows.Next() {
+			var c v1Claimed
+			var key string
+			var created, due time.Time
+			if err := rows.Scan(&c.id, &c.eventType, &c.payload, &key, &c.attempt, &c.maxAttempts, &created, &due); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			c.attempt++
+			got = append(got, c)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("claim lock: %w", err)
+		}
+	}
+	if len(got) > 0 {
+		token := newToken()
+		args = []any{v.lease.Microseconds(), token}
+		for i := range got {
+			got[i].token = token
+			args = append(args, int64(got[i].id))
+		}
+		res, err := tx.ExecContext(ctx, expandSlices(v.sql["MessageClaimMark"], map[string]int{"ids": len(got)}), args...)
+		if err != nil {
+			return nil, fmt.Errorf("claim mark: %w", err)
+		}
+		if marked, _ := res.RowsAffected(); marked != int64(len(got)) {
+			return nil, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(got))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit claim: %w", err)
+	}
+	v.claims.Add(1)
+	return got, nil
+}
+
+// dispatch runs the handler and writes its result, fenced on the claim's token; a write that
+// fails (a lock wait during an ALTER, say) is tried again, as release 1 kept a result until it
+// was written.
+func (v *v1Worker) dispatch(c v1Claimed) {
+	v.mu.Lock()
+	v.handled[c.id]++
+	v.mu.Unlock()
+	outcome := v.handle(c)
+	var stmt string
+	var args []any
+	switch outcome {
+	case OutcomeSent:
+		stmt, args = expandSlices(v.sql["MessageMarkSent"], map[string]int{"ids": 1}), []any{c.token, int64(c.id)}
+	case OutcomeRetried:
+		stmt, args = v.sql["MessageMarkRetry"], []any{int64(0), fmt.Sprintf("attempt %d of %d: try again", c.attempt, c.maxAttempts), int64(c.id), c.token}
+	case OutcomeFailed:
+		stmt, args = v.sql["MessageMarkFailed"], []any{fmt.Sprintf("attempt %d of %d: bounced", c.attempt, c.maxAttempts), int64(c.id), c.token}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := v.db.Exec(stmt, args...)
+		if err == nil {
+			n, _ := res.RowsAffected()
+			v.mu.Lock()
+			v.landed[c.id] = n
+			v.mu.Unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			v.t.Errorf("version-1 result write for message %d: %v", c.id, err)
+			return
+		}
+		v.t.Logf("version-1 result write for message %d: %v (trying again)", c.id, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (v *v1Worker) handledBy(id MessageID) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.handled[id]
+}
+
+func (v *v1Worker) landedOf(id MessageID) (int64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n, ok := v.landed[id]
+	return n, ok
+}
+
+// schemaSnapshot is every table's SHOW CREATE TABLE and every message row.
+func schemaSnapshot(t *testing.T, d *testdb.DB) (map[string]string, map[MessageID]row) {
+	t.Helper()
+	tables := map[string]string{}
+	for name := range tableVersions(t, d) {
+		var n, ddl string
+		if err := d.QueryRow("SHOW CREATE TABLE "+name).Scan(&n, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		tables[name] = ddl
+	}
+	rows := map[MessageID]row{}
+	ids, err := d.Query("SELECT id FROM outbox_messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ids.Close()
+	for ids.Next() {
+		var id int64
+		if err := ids.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		rows[MessageID(id)] = getRow(t, d, MessageID(id))
+	}
+	return tables, rows
+}
+
+// The upgrade from the first release's tables under a running version-1 worker (the release's
+// own claim and result statements, testdata/v1_worker.sql): it claims and handles rows before
+// the upgrade (SENT, FAILED, retried then SENT), holds one handler (a PROCESSING row with a live
+// lease) across two Migrate calls from two pools at once, keeps claiming while they run and
+// after, and writes the held row's result late, fenced on its version-1 claim token: it lands.
+// A worker of this version, started after the upgrade beside the old one, delivers what the old
+// one does not handle and drains the rest. Every row ends where it should, each delivered
+// once, none lost; Migrate twice more changes nothing.
 func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	t.Parallel()
 	d := v1DB(t)
@@ -75,22 +337,83 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	// case must be new.
 	d.MustExec(t, "INSERT INTO outbox_inbox (consumer, idem_key, processed_at) VALUES ('billing', 'invoice:in_1Ab', UTC_TIMESTAMP(6))")
 
-	due := []MessageID{
-		v1Insert(t, d, "ok", `{"n":1}`, "k:1", 0),
-		v1Insert(t, d, "ok", `{"n": 2, "s":"é"}`, "", 0),
+	// One behaviour per event type, whichever worker delivers: "retry" fails its first attempt,
+	// "slow" waits for release (only its first delivery: a second would be a bug the counts catch).
+	calls := newCalls()
+	release, slowIn := make(chan struct{}), make(chan struct{})
+	var slowOnce sync.Once
+	behave := func(eventType string, attempt int) Outcome {
+		switch eventType {
+		case "bad":
+			return OutcomeFailed
+		case "retry":
+			if attempt == 1 {
+				return OutcomeRetried
+			}
+		case "slow":
+			first := false
+			slowOnce.Do(func() { first = true; close(slowIn) })
+			if first {
+				<-release
+			}
+		}
+		return OutcomeSent
 	}
-	later := v1Insert(t, d, "ok", `{"n":3}`, "k:3", time.Hour)
-	sent := v1Insert(t, d, "ok", `{"n":4}`, "k:4", 0)
-	d.MustExec(t, "UPDATE outbox_messages SET status='SENT', attempts=1, claim_token='t-sent', claimed_at=UTC_TIMESTAMP(6), sent_at=UTC_TIMESTAMP(6) WHERE id=?", int64(sent))
-	failed := v1Insert(t, d, "ok", `{"n":5}`, "k:5", 0)
-	d.MustExec(t, "UPDATE outbox_messages SET status='FAILED', attempts=10, last_error='attempt 10 of 10: bounced', failed_at=UTC_TIMESTAMP(6) WHERE id=?", int64(failed))
-	leased := v1Insert(t, d, "ok", `{"n":6}`, "k:6", 0)
-	d.MustExec(t, `UPDATE outbox_messages SET status='PROCESSING', attempts=1, claim_token='0123456789abcdef0123456789abcdef',
-		claimed_at=UTC_TIMESTAMP(6), reclaim_after=UTC_TIMESTAMP(6) + INTERVAL 5 MINUTE WHERE id=?`, int64(leased))
-	all := append([]MessageID{later, sent, failed, leased}, due...)
+	v1 := &v1Worker{t: t, db: d.Open(t), sql: v1SQL(t), types: []string{"ok", "bad", "retry", "slow"}, lease: 2 * time.Minute,
+		handled: map[MessageID]int{}, landed: map[MessageID]int64{},
+		handle: func(c v1Claimed) Outcome {
+			calls.add(Delivery{MessageID: c.id, EventType: c.eventType, Attempt: c.attempt, ClaimToken: c.token}, []byte(c.payload))
+			return behave(c.eventType, c.attempt)
+		}}
+	r := NewRouter()
+	for _, et := range []string{"ok", "bad", "retry", "slow", "new"} {
+		r.Handle(et, Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
+			calls.add(dl, p)
+			switch behave(dl.EventType, dl.Attempt) {
+			case OutcomeFailed:
+				return Permanent(errors.New("bounced"))
+			case OutcomeRetried:
+				return errors.New("try again")
+			}
+			return nil
+		})
+	}
+
+	// Before the upgrade: rows written by release 1's Enqueue, and its worker running. "new" is
+	// a type only this version handles (a rolling deploy's new event): release 1 leaves it.
+	var ok, bad []MessageID
+	for i := range 3 {
+		ok = append(ok, v1Insert(t, d, "ok", fmt.Sprintf(`{"n":%d}`, i), fmt.Sprintf("k:%d", i), 0))
+	}
+	for i := range 2 {
+		bad = append(bad, v1Insert(t, d, "bad", `{"b":1}`, fmt.Sprintf("b:%d", i), 0))
+	}
+	retried := v1Insert(t, d, "retry", `{"r":1}`, "r", 0)
+	slow := v1Insert(t, d, "slow", `{"slow":true}`, "s", 0)
+	later := v1Insert(t, d, "ok", `{"n":9}`, "k:9", time.Hour)
+	fresh := []MessageID{v1Insert(t, d, "new", `{"n": 2, "s":"é"}`, "", 0), v1Insert(t, d, "new", `{"n":7}`, "k:7", 0)}
+	stopV1 := v1.start()
+	var releaseOnce sync.Once
+	releaseSlow := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseSlow) // before stopV1 waits for the handler, should the test end early
+	select {
+	case <-slowIn:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the version-1 worker never started the slow handler")
+	}
+	waitFor(t, 20*time.Second, "the version-1 worker's results (3 SENT, 2 FAILED, 1 retried then SENT)", func() bool {
+		return countRows(t, d, "status='SENT'") == 4 && countRows(t, d, "status='FAILED'") == 2
+	})
+	settled := append(append(append([]MessageID{retried, slow, later}, ok...), bad...), fresh...)
 	before := map[MessageID]row{}
-	for _, id := range all {
+	for _, id := range settled {
 		before[id] = getRow(t, d, id)
+	}
+	if b := before[slow]; b.Status != "PROCESSING" || !b.ClaimToken.Valid || !b.ReclaimAfter.Valid || b.Attempts != 1 {
+		t.Fatalf("held message before the upgrade: %+v, want PROCESSING, attempt 1, a claim token and a lease", b)
+	}
+	if b := before[retried]; b.Status != "SENT" || b.Attempts != 2 || !strings.Contains(b.LastError.String, "try again") {
+		t.Fatalf("retried message before the upgrade: %+v, want SENT at attempt 2 after a retry", b)
 	}
 
 	// What a version-1 database still needs.
@@ -105,25 +428,32 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		}
 	}
 	// This version's worker refuses the old tables, saying what to do.
-	r := NewRouter()
-	calls := newCalls()
-	r.Handle("ok", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error { calls.add(dl, p); return nil })
 	if _, err := NewWorker(d.DB, r, Config{}); err == nil || !strings.Contains(err.Error(), "run outboxgen migrate") {
 		t.Fatalf("NewWorker on version-1 tables: %v, want the migrate hint", err)
 	}
 
-	// Two processes migrate at once: both succeed, one waits for the other.
+	// Two processes migrate at once while the version-1 worker runs, holds the slow handler and
+	// has due rows to claim: both succeed, one waits for the other.
+	mid := make([]MessageID, 4)
+	for i := range mid {
+		mid[i] = v1Insert(t, d, "ok", fmt.Sprintf(`{"mid":%d}`, i), "", 0)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	gate := make(chan struct{})
 	for i := range errs {
 		pool := d.Open(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-gate
 			errs[i] = Migrate(ctx, pool)
 		}()
 	}
+	claimsBefore := v1.claims.Load()
+	close(gate)
 	wg.Wait()
+	t.Logf("the version-1 worker committed %d claims while Migrate ran", v1.claims.Load()-claimsBefore)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("concurrent Migrate %d: %v", i, err)
@@ -137,11 +467,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	if stmts, err := SchemaUpgrade(ctx, d.DB); err != nil || len(stmts) != 0 {
 		t.Errorf("SchemaUpgrade after Migrate = %q, %v; want nothing to do", stmts, err)
 	}
-	if err := Migrate(ctx, d.DB); err != nil {
-		t.Errorf("Migrate a second time: %v", err)
-	}
-
-	// Every row as it was, byte for byte.
+	// Every settled row as it was, byte for byte; the held one still PROCESSING under its lease.
 	for id, b := range before {
 		a := getRow(t, d, id)
 		if a.Status != b.Status || a.Attempts != b.Attempts || a.Payload != b.Payload || a.Key != b.Key ||
@@ -151,44 +477,125 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		}
 	}
 
-	// A worker of this version delivers what is due, leaves the leased row to its lease and the
-	// delayed one to its time.
-	stop := start(t, newTestWorker(t, d.DB, r, fastConfig(Config{})))
-	waitFor(t, 10*time.Second, "the due version-1 messages SENT", func() bool {
-		return statusOf(t, d, due[0]) == "SENT" && statusOf(t, d, due[1]) == "SENT"
+	// The version-1 worker goes on after the upgrade: it claims on the upgraded tables, and
+	// delivers what release 1's Enqueue writes there, while still holding the slow handler.
+	claimsAt := v1.claims.Load()
+	post := []MessageID{v1Insert(t, d, "ok", `{"post":1}`, "p:1", 0), v1Insert(t, d, "ok", `{"post":2}`, "p:2", 0)}
+	waitFor(t, 20*time.Second, "the version-1 worker's deliveries after the upgrade", func() bool {
+		return v1.claims.Load() > claimsAt+1 && statusOf(t, d, post[0]) == "SENT" && statusOf(t, d, post[1]) == "SENT" &&
+			countRows(t, d, fmt.Sprintf("status='SENT' AND id IN (%d,%d,%d,%d)", mid[0], mid[1], mid[2], mid[3])) == 4
 	})
-	after := enqueueN(t, d.DB, "ok", 2)
-	waitFor(t, 10*time.Second, "new messages SENT", func() bool {
-		return statusOf(t, d, after[0]) == "SENT" && statusOf(t, d, after[1]) == "SENT"
+
+	// A worker of this version starts beside it (a rolling deploy): it delivers the type only it
+	// handles and new messages, and leaves the held row to its lease.
+	stop := start(t, newTestWorker(t, d.Open(t), r, fastConfig(Config{})))
+	after := enqueueN(t, d.DB, "ok", 4)
+	waitFor(t, 20*time.Second, "new and version-1 \"new\" messages SENT", func() bool {
+		for _, id := range append(append([]MessageID{}, after...), fresh...) {
+			if statusOf(t, d, id) != "SENT" {
+				return false
+			}
+		}
+		return true
+	})
+	if s := getRow(t, d, slow); s.Status != "PROCESSING" || s.ClaimToken != before[slow].ClaimToken {
+		t.Errorf("held message with a live lease, under a worker of this version: %+v, want it untouched", s)
+	}
+
+	// The held handler returns: release 1's fenced SENT write, on its version-1 claim token,
+	// lands after the upgrade.
+	releaseSlow()
+	waitFor(t, 20*time.Second, "the held message's late result written", func() bool {
+		_, ok := v1.landedOf(slow)
+		return ok
+	})
+	if n, _ := v1.landedOf(slow); n != 1 {
+		t.Errorf("the held message's late fenced result after the upgrade changed %d rows, want 1", n)
+	}
+	if a := getRow(t, d, slow); a.Status != "SENT" || a.Attempts != 1 || a.ClaimToken != before[slow].ClaimToken {
+		t.Errorf("held message after its late result: %+v, want SENT at attempt 1 under its version-1 token", a)
+	}
+	stopV1()
+
+	// The version-1 fleet is gone; this version's worker drains the rest.
+	more := enqueueN(t, d.DB, "ok", 3)
+	waitFor(t, 20*time.Second, "messages enqueued after the version-1 worker stopped SENT", func() bool {
+		for _, id := range more {
+			if statusOf(t, d, id) != "SENT" {
+				return false
+			}
+		}
+		return true
 	})
 	stop()
-	// The version-1 worker that held the lease writes its result, fenced on its token.
-	res := d.MustExec(t, `UPDATE outbox_messages SET status='SENT', sent_at=UTC_TIMESTAMP(6)
-		WHERE id=? AND status='PROCESSING' AND claim_token='0123456789abcdef0123456789abcdef'`, int64(leased))
-	if n, _ := res.RowsAffected(); n != 1 {
-		t.Errorf("the leased row's fenced result after the upgrade changed %d rows, want 1", n)
+
+	// Every row accounted for, each delivered exactly once (retried: twice, the second SENT).
+	var once []MessageID
+	for _, ids := range [][]MessageID{ok, mid, post, after, more, fresh, {slow}} {
+		once = append(once, ids...)
 	}
-	for _, id := range append(due, after...) {
-		if n := calls.of(id); n != 1 {
-			t.Errorf("message %d handled %d times, want 1", id, n)
+	if n, want := countRows(t, d, "1=1"), len(once)+len(bad)+2; n != want {
+		t.Errorf("%d rows in outbox_messages, want %d", n, want)
+	}
+	for _, id := range once {
+		if s, n := statusOf(t, d, id), calls.of(id); s != "SENT" || n != 1 {
+			t.Errorf("message %d: %s, handled %d times (%d by the version-1 worker); want SENT, once", id, s, n, v1.handledBy(id))
 		}
 	}
-	for _, id := range []MessageID{later, sent, failed, leased} {
-		if n := calls.of(id); n != 0 {
-			t.Errorf("message %d (delayed, SENT, FAILED or leased before the upgrade) handled %d times, want 0", id, n)
+	for _, id := range []MessageID{ok[0], ok[1], ok[2], slow, post[0], post[1], mid[0], mid[1], mid[2], mid[3]} {
+		if n := v1.handledBy(id); n != 1 {
+			t.Errorf("message %d handled %d times by the version-1 worker, want 1", id, n)
 		}
 	}
-	if s := statusOf(t, d, later); s != "PENDING" {
-		t.Errorf("delayed message: %s, want PENDING", s)
+	for _, id := range fresh {
+		if n := v1.handledBy(id); n != 0 {
+			t.Errorf("message %d of a type release 1 does not handle: handled %d times by it, want 0", id, n)
+		}
 	}
-	if got := calls.payloads[due[1]]; got != before[due[1]].Payload {
-		t.Errorf("payload delivered after the upgrade: %q, want the stored %q", got, before[due[1]].Payload)
+	if s, n := getRow(t, d, retried), calls.of(retried); s.Status != "SENT" || s.Attempts != 2 || n != 2 {
+		t.Errorf("retried message: %s at attempt %d, handled %d times; want SENT, 2, 2", s.Status, s.Attempts, n)
+	}
+	for _, id := range bad {
+		if s, n := statusOf(t, d, id), calls.of(id); s != "FAILED" || n != 1 {
+			t.Errorf("failed message %d: %s, handled %d times; want FAILED, once", id, s, n)
+		}
+	}
+	if s, n := statusOf(t, d, later), calls.of(later); s != "PENDING" || n != 0 {
+		t.Errorf("delayed message: %s, handled %d times; want PENDING, 0", s, n)
+	}
+	calls.mu.Lock()
+	got := calls.payloads[fresh[0]]
+	calls.mu.Unlock()
+	if got != before[fresh[0]].Payload {
+		t.Errorf("payload delivered after the upgrade: %q, want the stored %q", got, before[fresh[0]].Payload)
 	}
 	if first, err := Once(ctx, d, "billing", "invoice:in_1aB"); err != nil || !first {
 		t.Errorf("Once(in_1aB) after the upgrade with in_1Ab recorded: %v, %v; want true", first, err)
 	}
 	if first, err := Once(ctx, d, "billing", "invoice:in_1Ab"); err != nil || first {
 		t.Errorf("Once(in_1Ab) recorded under version 1, after the upgrade: %v, %v; want false", first, err)
+	}
+
+	// Migrate twice more: nothing to do, no table or row changed.
+	tablesBefore, rowsBefore := schemaSnapshot(t, d)
+	for i := range 2 {
+		if err := Migrate(ctx, d.DB); err != nil {
+			t.Errorf("Migrate again (%d): %v", i+1, err)
+		}
+	}
+	tablesAfter, rowsAfter := schemaSnapshot(t, d)
+	for name, ddl := range tablesBefore {
+		if tablesAfter[name] != ddl {
+			t.Errorf("table %s changed by a Migrate with nothing to do:\n before %s\n after  %s", name, ddl, tablesAfter[name])
+		}
+	}
+	if len(tablesAfter) != len(tablesBefore) || len(rowsAfter) != len(rowsBefore) {
+		t.Errorf("Migrate with nothing to do: %d tables, %d rows; before it %d, %d", len(tablesAfter), len(rowsAfter), len(tablesBefore), len(rowsBefore))
+	}
+	for id, b := range rowsBefore {
+		if a := rowsAfter[id]; a != b {
+			t.Errorf("message %d changed by a Migrate with nothing to do:\n before %+v\n after  %+v", id, b, a)
+		}
 	}
 }
 
