@@ -54,7 +54,9 @@
 // context (or with one that does not parse) gets a root span without a link. Baggage from the
 // headers is put in the handler's context either way.
 //
-// Each delivery, retries included, is its own span, with these attributes:
+// Each delivery, retries included, is its own span, with these attributes (the first four from
+// its start, so a head sampler can decide by event type; the others are set with the outcome
+// when the handler returns):
 //
 //	messaging.system            "outboxgen"
 //	messaging.operation.type    "process"

@@ -41,7 +41,7 @@ func Middleware(opts ...Option) outbox.Middleware {
 		tracer:     c.tracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
 		propagator: c.propagator,
 		asChild:    c.asChild,
-		names:      byType[string]{build: func(eventType string) string { return "process " + eventType }},
+		starts:     byType[*spanStart]{build: newSpanStart},
 	}
 	return m.wrap
 }
@@ -50,55 +50,79 @@ type middleware struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator // nil: the global one
 	asChild    bool
-	names      byType[string] // event type -> span name
+	starts     byType[*spanStart] // event type -> its span's name and start options
 }
 
-// Span start options and outcome attributes that do not vary, built once: a handler call
-// allocates only what is its own (its attributes, its link).
+// spanStart is what starting one event type's span takes, built once per event type: the name
+// and the attributes a sampler needs (system, operation, destination), in the option lists of
+// the three kinds of start. What varies per call (the message id, body size, attempt) is set
+// with the outcome when the handler returns, in one SetAttributes: the SDK then grows the
+// span's attribute list once instead of copying eight attributes at the start and again at
+// the end (about a fifth of the middleware's cost, see BenchmarkMiddlewareAndObserver).
+type spanStart struct {
+	name        string
+	child, root []trace.SpanStartOption // root: a new trace; a link is appended per call
+}
+
+func newSpanStart(eventType string) *spanStart {
+	attrs := trace.WithAttributes(
+		semconv.MessagingSystemKey.String(System),
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationName(eventType),
+	)
+	return &spanStart{
+		name:  "process " + eventType,
+		child: []trace.SpanStartOption{consumerKind, attrs},
+		root:  []trace.SpanStartOption{consumerKind, attrs, newRoot},
+	}
+}
+
+// Span start options that do not vary, built once.
 var (
 	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
 	newRoot      = trace.WithNewRoot()
-	sentAttrs    = []attribute.KeyValue{OutcomeKey.String(string(outbox.OutcomeSent))}
 )
 
 func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
 	return func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) (err error) {
 		enqueuing := m.extract(&ctx, d.Headers)
-		attrs := trace.WithAttributes(
-			semconv.MessagingSystemKey.String(System),
-			semconv.MessagingOperationTypeProcess,
-			semconv.MessagingOperationName("process"),
-			semconv.MessagingDestinationName(d.EventType),
-			semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10)),
-			semconv.MessagingMessageBodySize(len(payload)),
-			AttemptKey.Int(d.Attempt),
-			MaxAttemptsKey.Int(d.MaxAttempts),
-		)
+		st := m.starts.get(d.EventType)
 		var start []trace.SpanStartOption
 		switch {
 		case m.asChild && enqueuing.IsValid():
 			ctx = trace.ContextWithRemoteSpanContext(ctx, enqueuing)
-			start = []trace.SpanStartOption{consumerKind, attrs}
+			start = st.child
 		case enqueuing.IsValid():
-			start = []trace.SpanStartOption{consumerKind, attrs, newRoot, trace.WithLinks(trace.Link{SpanContext: enqueuing})}
+			start = append(st.root[:len(st.root):len(st.root)], trace.WithLinks(trace.Link{SpanContext: enqueuing}))
 		default:
-			start = []trace.SpanStartOption{consumerKind, attrs, newRoot}
+			start = st.root
 		}
-		ctx, span := m.tracer.Start(ctx, m.names.get(d.EventType), start...)
+		ctx, span := m.tracer.Start(ctx, st.name, start...)
+		// The delivery's own attributes and the outcome, set together when the call ends.
+		end := func(out outbox.Outcome, more ...attribute.KeyValue) {
+			span.SetAttributes(append([]attribute.KeyValue{
+				semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10)),
+				semconv.MessagingMessageBodySize(len(payload)),
+				AttemptKey.Int(d.Attempt),
+				MaxAttemptsKey.Int(d.MaxAttempts),
+				OutcomeKey.String(string(out)),
+			}, more...)...)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				perr := fmt.Errorf("panic: %v", p)
 				span.RecordError(perr, trace.WithStackTrace(true))
-				span.SetAttributes(OutcomeKey.String(string(outcome(ctx, perr, d))), semconv.ErrorTypeKey.String("panic"))
+				end(outcome(ctx, perr, d), semconv.ErrorTypeKey.String("panic"))
 				span.SetStatus(codes.Error, truncate(perr.Error(), maxStatusDescription))
 				span.End()
 				panic(p) // the worker recovers it, as without this middleware
 			}
 			if err == nil {
-				span.SetAttributes(sentAttrs...) // shared: SetAttributes copies it
+				end(outbox.OutcomeSent)
 			} else {
 				span.RecordError(err)
-				span.SetAttributes(OutcomeKey.String(string(outcome(ctx, err, d))), errorType(ctx, err))
+				end(outcome(ctx, err, d), errorType(ctx, err))
 				span.SetStatus(codes.Error, truncate(err.Error(), maxStatusDescription))
 			}
 			span.End()

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
@@ -211,3 +215,60 @@ func TestMiddlewareLinkChildRoot(t *testing.T) {
 		})
 	}
 }
+
+// A head sampler decides on what the span has at its start: the messaging system, operation and
+// destination (the attributes the conventions ask for at creation). The delivery's own
+// attributes arrive with the outcome.
+func TestMiddlewareSamplerSeesDestination(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	s := &byDestination{keep: "welcome_email"}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(s))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := outboxotel.Middleware(outboxotel.WithTracerProvider(tp), outboxotel.WithPropagator(w3c))(
+		func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	for i, typ := range []string{"welcome_email", "audit_log", "welcome_email"} {
+		d := outbox.Delivery{MessageID: outbox.MessageID(i + 1), EventType: typ, Attempt: 1, MaxAttempts: 10}
+		if err := h(context.Background(), json.RawMessage(`{}`), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := rec.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans recorded, want the 2 of welcome_email (the sampler saw: %v)", len(ended), s.seen())
+	}
+	for _, sp := range ended {
+		wantAttrs(t, "span", sp.Attributes(), map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.outcome": "sent"})
+	}
+	for _, attrs := range s.seen() {
+		wantAttrs(t, "sampler's view", attrs, map[string]string{
+			"messaging.system": "outboxgen", "messaging.operation.name": "process", "messaging.operation.type": "process"})
+	}
+}
+
+// byDestination samples the spans of one event type and remembers the attributes it was shown.
+type byDestination struct {
+	keep string
+	mu   sync.Mutex
+	got  [][]attribute.KeyValue
+}
+
+func (s *byDestination) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.mu.Lock()
+	s.got = append(s.got, p.Attributes)
+	s.mu.Unlock()
+	for _, kv := range p.Attributes {
+		if kv.Key == "messaging.destination.name" && kv.Value.AsString() == s.keep {
+			return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+		}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+}
+
+func (s *byDestination) seen() [][]attribute.KeyValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got
+}
+
+func (*byDestination) Description() string { return "byDestination" }
