@@ -155,6 +155,91 @@ func TestConsoleTokenGuardsEveryPage(t *testing.T) {
 	}
 }
 
+// TestConsoleNonLoopbackRequiresToken: a console bound to every interface (0.0.0.0, which
+// needs a token to start) serves nothing without the token: a page gets 401 and the login
+// form, a retry with the CSRF token gets 401 and changes nothing, whatever name the request
+// is addressed to. With the bearer token the same requests pass the auth layer: the page is
+// served under a non-loopback name and the retry is done.
+func TestConsoleNonLoopbackRequiresToken(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	id := f.failed("payment_failed", 60, "boom")
+	token := "non-loopback-token-0123456789"
+	base, stdout, stderr := console(t, nil, "--addr", "0.0.0.0:0", "--allow-writes", "--token", token, "--dsn", db.DSN)
+	if !strings.Contains(stdout.String(), "(writes allowed, token required)") {
+		t.Errorf("the start line does not say writes allowed and token required: %q", stdout)
+	}
+	// The listener is on every interface; reach it through loopback, addressed by another name
+	// as a request from the network would be.
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = "http://127.0.0.1:" + port
+	host := "console.ops.example:" + port
+	status := func() string {
+		t.Helper()
+		var s string
+		if err := db.QueryRow("SELECT status FROM outbox_messages WHERE id = ?", int64(id)).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	post := func(form url.Values, header ...string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+"/retry", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	for _, p := range []string{"/", "/failed", fmt.Sprintf("/message?id=%d", id), "/jobs"} {
+		code, body := httpGet(t, base+p, "Host", host)
+		if code != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) || strings.Contains(body, "payment_failed") {
+			t.Errorf("GET %s without the token = %d, want 401 with the login form and no outbox data:\n%s", p, code, body)
+		}
+	}
+	code, body := httpGet(t, base+"/failed", "Host", host, "Authorization", "Bearer "+token)
+	if code != 200 || !strings.Contains(body, "payment_failed") {
+		t.Fatalf("GET /failed with the token, Host %s = %d, want 200 with the FAILED message:\n%s", host, code, body)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the writable failed page:\n%s", body)
+	}
+	form := url.Values{"csrf": {csrf[1]}, "id": {fmt.Sprint(id)}, "confirm": {"1"}}
+	if code := post(form); code != http.StatusUnauthorized {
+		t.Errorf("POST /retry with the CSRF token but without the token = %d, want 401", code)
+	}
+	if code := post(form, "Authorization", "Bearer wrong-token-0123456789"); code != http.StatusUnauthorized {
+		t.Errorf("POST /retry with a wrong bearer token = %d, want 401", code)
+	}
+	if s := status(); s != "FAILED" {
+		t.Fatalf("message is %s after writes without the token, want FAILED", s)
+	}
+	if !strings.Contains(stderr.String(), `msg="console write refused"`) {
+		t.Errorf("the refused writes were not logged:\n%s", stderr)
+	}
+	if code := post(form, "Authorization", "Bearer "+token); code != http.StatusSeeOther {
+		t.Errorf("POST /retry with the token and the CSRF token = %d, want 303 (done)", code)
+	}
+	if s := status(); s != "PENDING" {
+		t.Errorf("message is %s after the retry with the token, want PENDING", s)
+	}
+}
+
 // TestConsoleLoopbackAnswersOnlyLoopbackNames: without a token, a request addressed to another
 // name (a DNS-rebinding page) is refused; localhost and 127.0.0.1 are served.
 func TestConsoleLoopbackAnswersOnlyLoopbackNames(t *testing.T) {
