@@ -207,7 +207,8 @@ func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery)
 	return h(ctx, payload, d)
 }
 
-// backoff is full jitter: uniform in [0, min(Max, Initial*2^(attempt-1))].
+// backoff is the wait after a failed attempt: b = min(Max, Initial*2^(attempt-1)), then uniform
+// in [b, 1.5*b], capped at Max.
 func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
 	base := b.Max
 	if attempt <= 62 {

@@ -599,9 +599,9 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	}
 }
 
-// From version 2 (this round's first schema) on, the later versions add columns online (an
-// instant ALTER where the server has it) and the ordering tables; rows untouched.
-func TestMigrateUpgradesV2AddsHeaders(t *testing.T) {
+// From version 2 on, the later versions (3: headers, 4: the ordering columns and tables) add
+// columns online (an instant ALTER where the server has it); a version-2 row is untouched.
+func TestMigrateUpgradesV2ToCurrent(t *testing.T) {
 	t.Parallel()
 	d := v1DB(t)
 	ups, err := queries.Upgrades()
@@ -619,8 +619,8 @@ func TestMigrateUpgradesV2AddsHeaders(t *testing.T) {
 	if err := Migrate(context.Background(), d.DB); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := Inspect(context.Background(), d, id); err != nil || string(rec.Payload) != `{"a":1}` || rec.Headers != nil {
-		t.Errorf("version-2 row after the upgrade to 3: %+v, %v", rec, err)
+	if rec, err := Inspect(context.Background(), d, id); err != nil || string(rec.Payload) != `{"a":1}` || rec.Headers != nil || rec.OrderingKey != "" {
+		t.Errorf("version-2 row after the upgrade to %d: %+v, %v; want its payload, no headers, no ordering key", SchemaVersion, rec, err)
 	}
 	for table, comment := range tableVersions(t, d) {
 		if want := fmt.Sprintf("outboxgen schema %d", SchemaVersion); comment != want {
