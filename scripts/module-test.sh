@@ -7,6 +7,8 @@
 # tests listed (a test that needs OUTBOX_TEST_DSN skips without it and says so).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=skips.sh
+source "$root/scripts/skips.sh"
 cd "${1:?usage: scripts/module-test.sh DIR [GO TEST FLAGS...]}"
 shift
 flags=("$@")
@@ -35,6 +37,6 @@ grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- PASS|--- SKIP)' "$log" || true
 count() { grep -cE "^\s*--- $1" "$log" || true; }
 echo "$label go test: $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped"
 if grep -qE '^\s*--- SKIP' "$log"; then
-	echo "skipped tests:"; grep -E -A1 '^\s*--- SKIP' "$log" | head -n 40
+	echo "skipped tests:"; skip_reasons "$log" | head -n 40
 fi
 [ "$status" -eq 0 ] || { echo "$label: go test failed (exit $status)"; exit "$status"; }
