@@ -149,7 +149,7 @@ WHERE status = 'PROCESSING'
   AND id IN (sqlc.slice('ids'));
 
 -- name: MessageMarkRetry :execrows
--- Fenced: back to PENDING after a backoff computed in Go (full jitter) and applied in SQL.
+-- Fenced: back to PENDING after a backoff computed in Go (b to 1.5b, b = initial * 2^(n-1), capped at max) and applied in SQL.
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
 SET status          = 'PENDING',
     next_attempt_at = TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),

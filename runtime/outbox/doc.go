@@ -52,7 +52,7 @@
 //  2. Dispatch: each handler runs outside every transaction and lock, with bounded
 //     concurrency (Config.Concurrency) and its event's Policy.Timeout as its context deadline.
 //     A panic is recovered and treated as an error, its stack kept in last_error.
-//  3. Record: success -> SENT; an error -> PENDING again, due after the backoff (full jitter
+//  3. Record: success -> SENT; an error -> PENDING again, due after the backoff (b to 1.5b for b = Initial x 2^(n-1),
 //     computed in Go, applied in SQL from the database clock) or after the delay asked with
 //     RetryAfter; Permanent errors, exhausted attempts and undecodable payloads (generated
 //     wrappers return Permanent for them) -> FAILED with last_error. Results are written in

@@ -956,7 +956,7 @@ type MessageMarkRetryParams struct {
 	ClaimToken sql.NullString
 }
 
-// Fenced: back to PENDING after a backoff computed in Go (full jitter) and applied in SQL.
+// Fenced: back to PENDING after a backoff computed in Go (b to 1.5b, b = initial * 2^(n-1), capped at max) and applied in SQL.
 func (q *Queries) MessageMarkRetry(ctx context.Context, db DBTX, arg MessageMarkRetryParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageMarkRetry,
 		arg.DelayUs,
