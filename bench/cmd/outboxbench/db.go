@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -208,4 +209,15 @@ func perMessage(before, after map[string]int64, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %.3f%s", c, float64(after[c]-before[c])/float64(n), unit))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// processCPU is the CPU time (user and system) this process has used: in a drain, what the
+// consumer costs the machine besides the server (the producer is idle by then; the tracker and
+// the benchmark's own goroutines are included, alike for every system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
