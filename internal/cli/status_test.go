@@ -321,3 +321,29 @@ func TestStatusHeldKeys(t *testing.T) {
 	// Within the limit: ok.
 	mustExit(t, runOps(runStatus, "--dsn", db.DSN, "--check", "--window", "1m", "--max-held-age", "2h"), opsExitOK)
 }
+
+// Issue 13 item 7: on a database without the tables, the operator commands say to migrate
+// instead of printing the server's "doesn't exist" (status at every probe of a dead fleet would
+// otherwise read like an outage).
+func TestOpsOnUnmigratedDatabaseSayMigrate(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t) // a database of its own, no tables
+	for name, c := range map[string]struct {
+		fn   opsFunc
+		args []string
+	}{
+		"status":       {runStatus, []string{"--dsn", db.DSN}},
+		"status check": {runStatus, []string{"--dsn", db.DSN, "--check", "--json"}},
+		"show":         {runShow, []string{"--dsn", db.DSN, "--id", "1"}},
+		"retry":        {runRetry, []string{"--dsn", db.DSN, "--id", "1"}},
+		"purge":        {runPurge, []string{"--dsn", db.DSN, "--older-than", "7d"}},
+	} {
+		r := runOps(c.fn, c.args...)
+		if r.code == opsExitOK || !strings.Contains(r.stderr, "run outboxgen migrate") {
+			t.Errorf("%s: want a failure that says to run outboxgen migrate, got %s", name, r)
+		}
+		if strings.Contains(r.stderr, "doesn't exist") && !strings.Contains(r.stderr, "migrate") {
+			t.Errorf("%s: the server's error without the advice: %q", name, r.stderr)
+		}
+	}
+}

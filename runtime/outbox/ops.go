@@ -241,7 +241,7 @@ func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 			AnyTime: a.anyTime, FailedSince: a.since,
 		})
 		if err != nil {
-			return 0, fmt.Errorf("outbox: Retry (dry run): %w", err)
+			return 0, fmt.Errorf("outbox: Retry (dry run): %w", explain(err))
 		}
 		return n, nil
 	}
@@ -259,7 +259,7 @@ func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 	var total int64
 	for start := 0; ; start += retryBatch {
 		if err := ctx.Err(); err != nil {
-			return total, fmt.Errorf("outbox: Retry: %w", err)
+			return total, fmt.Errorf("outbox: Retry: %w", explain(err))
 		}
 		var ids []int64
 		if len(a.ids) > 0 {
@@ -274,7 +274,7 @@ func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 		}
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("outbox: Retry: %w", err)
+			return total, fmt.Errorf("outbox: Retry: %w", explain(err))
 		}
 		if len(a.ids) > 0 && start+retryBatch >= len(a.ids) || len(a.ids) == 0 && n < retryBatch {
 			return total, nil
@@ -344,14 +344,14 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			n, err = q.MessageCountPurgeFailed(ctx, sdb(db), store.MessageCountPurgeFailedParams{OlderThanUs: olderUs})
 		}
 		if err != nil {
-			return 0, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
+			return 0, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, explain(err))
 		}
 		return n, nil
 	}
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return total, fmt.Errorf("outbox: Purge: %w", err)
+			return total, fmt.Errorf("outbox: Purge: %w", explain(err))
 		}
 		var n int64
 		var err error
@@ -369,7 +369,7 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 		})
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
+			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, explain(err))
 		}
 		if n < int64(f.BatchSize) {
 			return total, nil
@@ -390,12 +390,12 @@ func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			chunk = append(chunk, int64(id))
 		}
 		if err := ctx.Err(); err != nil {
-			return total, fmt.Errorf("outbox: Purge: %w", err)
+			return total, fmt.Errorf("outbox: Purge: %w", explain(err))
 		}
 		if f.DryRun {
 			n, err := q.MessageCountPurgeIDs(ctx, sdb(db), store.MessageCountPurgeIDsParams{Status: st, Ids: chunk})
 			if err != nil {
-				return total, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, err)
+				return total, fmt.Errorf("outbox: Purge %s (dry run): %w", f.Status, explain(err))
 			}
 			total += n
 			continue
@@ -413,7 +413,7 @@ func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 		})
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, err)
+			return total, fmt.Errorf("outbox: Purge %s: %w", f.Status, explain(err))
 		}
 	}
 	return total, nil
@@ -456,7 +456,7 @@ func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
 		return Record{}, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("outbox: Inspect(%d): %w", id, err)
+		return Record{}, fmt.Errorf("outbox: Inspect(%d): %w", id, explain(err))
 	}
 	return Record{
 		ID: MessageID(r.ID), EventType: r.EventType, Payload: r.Payload, IdempotencyKey: r.IdempotencyKey,
@@ -496,7 +496,7 @@ func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err e
 	case errors.As(err, &me) && me.Number == erDupEntry:
 		return false, nil
 	default:
-		return false, fmt.Errorf("outbox: Once(%q, %q): %w", consumer, key, err)
+		return false, fmt.Errorf("outbox: Once(%q, %q): %w", consumer, key, explain(err))
 	}
 }
 
