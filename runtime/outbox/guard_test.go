@@ -199,15 +199,7 @@ func TestListFailedWithoutParseTime(t *testing.T) {
 // MySQL has no such mode (setting it is an error there), so the test needs MariaDB.
 func TestEmptyStringIsNullMode(t *testing.T) {
 	t.Parallel()
-	d := testdb.New(t)
-	if _, err := d.Exec("SET SESSION sql_mode = 'EMPTY_STRING_IS_NULL'"); err != nil {
-		t.Skipf("this server has no sql_mode EMPTY_STRING_IS_NULL (MySQL): %v", err)
-	}
-	db, err := sql.Open("mysql", d.DSN+"&sql_mode=%27EMPTY_STRING_IS_NULL,STRICT_TRANS_TABLES%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := emptyStringIsNullDB(t)
 	ctx := context.Background()
 	if err := Migrate(ctx, db); err != nil {
 		t.Fatalf("Migrate under EMPTY_STRING_IS_NULL: %v", err)
@@ -221,12 +213,10 @@ func TestEmptyStringIsNullMode(t *testing.T) {
 	}
 }
 
-// Under EMPTY_STRING_IS_NULL the empty quoted string that the reclaim's COALESCE fell back to
-// is NULL too, which made the whole CONCAT NULL: a reclaimed row with no earlier error lost the
-// reason.
-// MariaDB only, like TestEmptyStringIsNullMode.
-func TestEmptyStringIsNullModeReclaimSaysWhy(t *testing.T) {
-	t.Parallel()
+// emptyStringIsNullDB opens a fresh database with sql_mode EMPTY_STRING_IS_NULL on every
+// connection, or skips the test where the server has no such mode (MySQL: setting it is an error).
+func emptyStringIsNullDB(t *testing.T) *sql.DB {
+	t.Helper()
 	d := testdb.New(t)
 	if _, err := d.Exec("SET SESSION sql_mode = 'EMPTY_STRING_IS_NULL'"); err != nil {
 		t.Skipf("this server has no sql_mode EMPTY_STRING_IS_NULL (MySQL): %v", err)
@@ -235,7 +225,17 @@ func TestEmptyStringIsNullModeReclaimSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Under EMPTY_STRING_IS_NULL the empty quoted string that the reclaim's COALESCE fell back to
+// is NULL too, which made the whole CONCAT NULL: a reclaimed row with no earlier error lost the
+// reason.
+// MariaDB only, like TestEmptyStringIsNullMode.
+func TestEmptyStringIsNullModeReclaimSaysWhy(t *testing.T) {
+	t.Parallel()
+	db := emptyStringIsNullDB(t)
 	ctx := context.Background()
 	var mode string
 	if err := db.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil || !strings.Contains(mode, "EMPTY_STRING_IS_NULL") {
