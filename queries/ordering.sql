@@ -23,8 +23,8 @@ WHERE NOT EXISTS (SELECT 1 FROM outbox_messages m WHERE m.id = outbox_ordering_q
 -- name: OrderingHeldKeys :many
 -- Keys whose head cannot be claimed now (FAILED, or PENDING until a later time: a retry's
 -- backoff, a Delay) while other messages of the key wait behind it, oldest wait first.
--- waiting_since is when the first message behind the head was enqueued.
-SELECT q.ordering_key, q.message_id AS head_id, m.status AS head_status,
+-- held_us is how long the first message behind the head has waited since it was enqueued.
+SELECT q.ordering_key, q.message_id AS head_id, m.status AS head_status, m.event_type AS head_event_type,
        CAST(h.n - 1 AS SIGNED) AS waiting,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, w.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), 0) AS SIGNED) AS held_us
 FROM (SELECT ordering_key, MIN(seq) AS head_seq, COUNT(*) AS n

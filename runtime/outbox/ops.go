@@ -50,6 +50,11 @@ type TypeCounts struct {
 	// next_attempt_at); 0 when none is due. With a live worker it stays near PollInterval (more
 	// under a backlog); when it grows, nobody is claiming.
 	OldestDue time.Duration
+	// Held is how many held ordering keys (Snapshot.HeldKeys) have a head message of this event
+	// type. A key belongs to its ordering group, which can span several event types, so this
+	// counts keys by the type of the message holding them, not of the messages waiting behind
+	// it. Over all types these add up to Snapshot.HeldKeys.
+	Held int64
 }
 
 // Snapshot is what Stats returns: the totals and the same counts per event type.
@@ -57,7 +62,8 @@ type Snapshot struct {
 	Pending, Due, Processing, Stale, Stuck, Failed int64
 	// OldestPending and OldestDue are the largest over all types.
 	OldestPending, OldestDue time.Duration
-	// ByType holds the counts of every event type that has a pending, processing or failed row.
+	// ByType holds the counts of every event type that has a pending, processing or failed row
+	// (a held key's head is one of them).
 	ByType map[string]TypeCounts
 	// HeldKeys is how many ordering keys are held: their head message cannot be claimed now
 	// (FAILED, or PENDING until a later time: a retry's backoff, a Delay) while other messages
@@ -74,9 +80,11 @@ type Snapshot struct {
 type HeldKey struct {
 	// OrderingKey is the key (group-prefixed, as generated code builds it).
 	OrderingKey string
-	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING).
-	Head       MessageID
-	HeadStatus Status
+	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
+	// HeadEventType its event type (the key's group can span several types).
+	Head          MessageID
+	HeadStatus    Status
+	HeadEventType string
 	// Waiting is how many messages of the key wait behind the head.
 	Waiting int64
 	// For is how long the first of them has waited since it was enqueued.
@@ -119,9 +127,14 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	for i, h := range held {
 		d := time.Duration(h.HeldUs) * time.Microsecond
 		s.OldestHeld = max(s.OldestHeld, d)
+		// The head is PENDING or FAILED, so its type has a ByType entry, unless it was enqueued
+		// between the two queries; then the entry holds this count alone.
+		tc := s.ByType[h.HeadEventType]
+		tc.Held++
+		s.ByType[h.HeadEventType] = tc
 		if i < MaxHeldListed {
 			s.Held = append(s.Held, HeldKey{OrderingKey: h.OrderingKey, Head: MessageID(h.HeadID),
-				HeadStatus: Status(h.HeadStatus), Waiting: h.Waiting, For: d})
+				HeadStatus: Status(h.HeadStatus), HeadEventType: h.HeadEventType, Waiting: h.Waiting, For: d})
 		}
 	}
 	return s, nil

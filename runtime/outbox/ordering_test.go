@@ -227,7 +227,7 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 	var order []string
 	failing := map[int64]bool{1: true}
 	r := NewRouter()
-	r.Handle("ordered", Policy{MaxAttempts: 1}, func(_ context.Context, raw json.RawMessage, d Delivery) error {
+	handle := func(_ context.Context, raw json.RawMessage, d Delivery) error {
 		var p orderedPayload
 		_ = json.Unmarshal(raw, &p)
 		mu.Lock()
@@ -237,13 +237,16 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 		}
 		order = append(order, fmt.Sprintf("%s/%d", p.Key, p.N))
 		return nil
-	})
+	}
+	r.Handle("ordered", Policy{MaxAttempts: 1}, handle)
+	// A second type in the key's group: its message waits behind the held key but does not hold it.
+	r.Handle("ordered_tail", Policy{MaxAttempts: 1}, handle)
 	r.Handle("plain", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
 	head := enqueueOrdered(t, db.DB, "ordered", "held", 1)
 	waitFor(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
 	enqueueOrdered(t, db.DB, "ordered", "held", 2)
-	enqueueOrdered(t, db.DB, "ordered", "held", 3)
+	enqueueOrdered(t, db.DB, "ordered_tail", "held", 3)
 	enqueueOrdered(t, db.DB, "ordered", "free", 1)
 	plain := enqueueN(t, db.DB, "plain", 3)
 	waitFor(t, 10*time.Second, "the other key and the unordered messages handled", func() bool {
@@ -263,8 +266,13 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.HeldKeys != 1 || len(s.Held) != 1 || s.Held[0].OrderingKey != "held" || s.Held[0].Head != head ||
-		s.Held[0].HeadStatus != StatusFailed || s.Held[0].Waiting != 2 || s.OldestHeld <= 0 {
-		t.Errorf("Stats held keys = %d %+v (oldest %v), want 1: held, head %d FAILED, 2 waiting", s.HeldKeys, s.Held, s.OldestHeld, head)
+		s.Held[0].HeadStatus != StatusFailed || s.Held[0].HeadEventType != "ordered" || s.Held[0].Waiting != 2 || s.OldestHeld <= 0 {
+		t.Errorf("Stats held keys = %d %+v (oldest %v), want 1: held, head %d FAILED of type ordered, 2 waiting", s.HeldKeys, s.Held, s.OldestHeld, head)
+	}
+	// The key is counted under its head's type only, though a message of ordered_tail waits in it.
+	if s.ByType["ordered"].Held != 1 || s.ByType["ordered_tail"].Held != 0 || s.ByType["ordered_tail"].Pending != 1 {
+		t.Errorf("ByType held: ordered %+v, ordered_tail %+v; want Held 1 for ordered (the head's type), 0 for ordered_tail (1 pending behind it)",
+			s.ByType["ordered"], s.ByType["ordered_tail"])
 	}
 	if s.ByType["ordered"].Due != 0 {
 		t.Errorf("Due = %d for messages waiting behind a FAILED head, want 0 (they cannot be claimed)", s.ByType["ordered"].Due)

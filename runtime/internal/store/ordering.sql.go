@@ -11,7 +11,7 @@ import (
 )
 
 const orderingHeldKeys = `-- name: OrderingHeldKeys :many
-SELECT q.ordering_key, q.message_id AS head_id, m.status AS head_status,
+SELECT q.ordering_key, q.message_id AS head_id, m.status AS head_status, m.event_type AS head_event_type,
        CAST(h.n - 1 AS SIGNED) AS waiting,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, w.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), 0) AS SIGNED) AS held_us
 FROM (SELECT ordering_key, MIN(seq) AS head_seq, COUNT(*) AS n
@@ -27,16 +27,17 @@ LIMIT ?
 `
 
 type OrderingHeldKeysRow struct {
-	OrderingKey string
-	HeadID      int64
-	HeadStatus  OutboxMessagesStatus
-	Waiting     int64
-	HeldUs      int64
+	OrderingKey   string
+	HeadID        int64
+	HeadStatus    OutboxMessagesStatus
+	HeadEventType string
+	Waiting       int64
+	HeldUs        int64
 }
 
 // Keys whose head cannot be claimed now (FAILED, or PENDING until a later time: a retry's
 // backoff, a Delay) while other messages of the key wait behind it, oldest wait first.
-// waiting_since is when the first message behind the head was enqueued.
+// held_us is how long the first message behind the head has waited since it was enqueued.
 func (q *Queries) OrderingHeldKeys(ctx context.Context, db DBTX, limit int32) ([]OrderingHeldKeysRow, error) {
 	rows, err := db.QueryContext(ctx, orderingHeldKeys, limit)
 	if err != nil {
@@ -50,6 +51,7 @@ func (q *Queries) OrderingHeldKeys(ctx context.Context, db DBTX, limit int32) ([
 			&i.OrderingKey,
 			&i.HeadID,
 			&i.HeadStatus,
+			&i.HeadEventType,
 			&i.Waiting,
 			&i.HeldUs,
 		); err != nil {
