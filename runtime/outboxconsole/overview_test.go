@@ -48,10 +48,10 @@ func TestOverviewMatchesStats(t *testing.T) {
 	for typ, tc := range snap.ByType {
 		cells := rowCells(t, r.body, typ)
 		want := []string{typ}
-		for _, n := range []int64{tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed} {
+		for _, n := range []int64{tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed, tc.Held} {
 			want = append(want, strconv.FormatInt(n, 10))
 		}
-		if got := cells[:7]; strings.Join(got, "|") != strings.Join(want, "|") {
+		if got := cells[:8]; strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("row %s = %v, want %v (outbox.Stats)", typ, got, want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestOverviewMatchesStats(t *testing.T) {
 			t.Errorf("total %s is not %d:\n%s", id, want, r.body)
 		}
 	}
-	if got := rowCells(t, r.body, "welcome_email")[8]; !regexp.MustCompile(`^20m([0-9]+s)?$`).MatchString(got) {
+	if got := rowCells(t, r.body, "welcome_email")[9]; !regexp.MustCompile(`^20m([0-9]+s)?$`).MatchString(got) {
 		t.Errorf("welcome_email's oldest due = %q, want 20m and some seconds", got)
 	}
 	b.mustContain(r,
@@ -121,9 +121,10 @@ func TestOverviewReadOnlyHasNoButtons(t *testing.T) {
 	}
 }
 
-// TestHeldKeysAndHeaders: a FAILED head that holds its ordering key while another message
-// waits is listed and alerted on (worded like status --check); the message page shows the
-// ordering key and the headers, escaped.
+// TestHeldKeysAndHeaders: a FAILED head that holds its ordering key while a message of another
+// type waits is listed with its type and alerted on (worded like status --check), and counted in
+// the head's type's held column only; the message page shows the ordering key and the headers,
+// escaped.
 func TestHeldKeysAndHeaders(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -134,7 +135,7 @@ func TestHeldKeysAndHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := outbox.Enqueue(ctx, b.db, outbox.Message{EventType: "order_paid", Payload: []byte(`{"n":2}`), OrderingKey: key}, outbox.Standalone())
+	next, err := outbox.Enqueue(ctx, b.db, outbox.Message{EventType: "order_shipped", Payload: []byte(`{"n":2}`), OrderingKey: key}, outbox.Standalone())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,13 @@ func TestHeldKeysAndHeaders(t *testing.T) {
 	r := b.get("/")
 	b.mustContain(r, `id="held-keys">1<`,
 		"1 ordering key(s) held, the oldest for more than 10m: retry or purge their head messages",
-		`<td class="type">orders:&lt;b&gt;42&lt;/b&gt;</td>`, fmt.Sprintf(`<a href="message?id=%d">%d</a>`, head, head))
+		`<td class="type">orders:&lt;b&gt;42&lt;/b&gt;</td>`, fmt.Sprintf(`<a href="message?id=%d">%d</a></td><td class="type">order_paid</td>`, head, head))
+	// The held column (the 8th cell, after failed): the key under its head's type, not the waiting one's.
+	for typ, want := range map[string]string{"order_paid": "1", "order_shipped": "0"} {
+		if got := rowCells(t, r.body, typ)[7]; got != want {
+			t.Errorf("%s's held = %q, want %s (a key counts under its head message's type)", typ, got, want)
+		}
+	}
 	m := b.get(fmt.Sprintf("/message?id=%d", head))
 	b.mustContain(m, "<code>orders:&lt;b&gt;42&lt;/b&gt;</code>", "<code>x-tenant</code>", "<code>&lt;i&gt;acme&lt;/i&gt;</code>")
 	for _, body := range []string{r.body, m.body} {

@@ -29,14 +29,15 @@ func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 // ---- overview ----
 
 type typeRow struct {
-	Type                                           string
-	Pending, Due, Processing, Stale, Stuck, Failed int64
-	OldestPending, OldestDue                       string
+	Type                                                 string
+	Pending, Due, Processing, Stale, Stuck, Failed, Held int64
+	OldestPending, OldestDue                             string
 }
 
 type heldRow struct {
 	Key        string
 	Head       int64
+	HeadType   string
 	HeadStatus string
 	Waiting    int64
 	For        string
@@ -82,15 +83,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, c.clean)
 		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
 		for _, h := range snap.Held {
-			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadStatus: string(h.HeadStatus),
-				Waiting: h.Waiting, For: formatAge(h.For)})
+			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadType: c.clean(h.HeadEventType),
+				HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, For: formatAge(h.For)})
 		}
 		d.Total = typeRow{Type: "total", Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
-			Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
+			Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed, Held: snap.HeldKeys,
 			OldestPending: ageIf(snap.Pending, snap.OldestPending), OldestDue: ageIf(snap.Due, snap.OldestDue)}
 		for t, tc := range snap.ByType {
 			d.Types = append(d.Types, typeRow{Type: c.clean(t), Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
-				Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed,
+				Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held,
 				OldestPending: ageIf(tc.Pending, tc.OldestPending), OldestDue: ageIf(tc.Due, tc.OldestDue)})
 		}
 		sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Type < d.Types[j].Type })
