@@ -22,8 +22,9 @@ import (
 const statusHelp = `usage: outboxgen status [--json] [--check] [--window 1h] [--max-due-age 10m] [--max-held-age 10m] [--failed 10] [--dsn DSN]
 
 Prints the outbox's state from the database (outbox.Stats): by event type the PENDING, due,
-PROCESSING, stale, stuck and FAILED counts (never SENT: that part of the table grows without
-bound), the oldest pending message's age, and the newest FAILED messages with their last_error.
+PROCESSING, stale, stuck, FAILED and held-key counts (never SENT: that part of the table grows
+without bound), the oldest pending message's age, the held ordering keys, and the newest FAILED
+messages with their last_error.
 
   due      PENDING and next_attempt_at has passed: waiting only for a worker
   stale    PROCESSING past its lease (reclaim_after): its worker died or hung; a live worker
@@ -34,7 +35,9 @@ bound), the oldest pending message's age, and the newest FAILED messages with th
                    workers' poll interval while they run; it grows when nobody claims
   held keys        ordering keys whose head message cannot be handled now (FAILED, or
                    waiting for a retry or a Delay) while others of the key wait behind it;
-                   a FAILED head holds its key until retry or purge
+                   a FAILED head holds its key until retry or purge; the HELD column
+                   counts each under its head message's type (a key's group can span
+                   several event types)
 
 --check exits 1 when stuck > 0, when a due message has waited longer than --max-due-age (no
 worker is claiming: every worker is down, or none handles that event type), or when any message
@@ -103,6 +106,8 @@ type typeReport struct {
 	Stale      int64 `json:"stale"`
 	Stuck      int64 `json:"stuck"`
 	Failed     int64 `json:"failed"`
+	// Held is how many held ordering keys have a head message of this type.
+	Held int64 `json:"held"`
 	// OldestPendingSeconds is this type's oldest PENDING row's age; 0 when none.
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 	// OldestDueSeconds is how long this type's longest-waiting due row has been due; 0 when none.
@@ -111,11 +116,12 @@ type typeReport struct {
 
 // heldReport is one held ordering key.
 type heldReport struct {
-	OrderingKey string  `json:"ordering_key"`
-	HeadID      int64   `json:"head_id"`
-	HeadStatus  string  `json:"head_status"`
-	Waiting     int64   `json:"waiting"`
-	HeldSeconds float64 `json:"held_seconds"`
+	OrderingKey   string  `json:"ordering_key"`
+	HeadID        int64   `json:"head_id"`
+	HeadEventType string  `json:"head_event_type"`
+	HeadStatus    string  `json:"head_status"`
+	Waiting       int64   `json:"waiting"`
+	HeldSeconds   float64 `json:"held_seconds"`
 }
 
 type failedReport struct {
@@ -165,11 +171,11 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 	}
 	for _, h := range snap.Held {
 		rep.Held = append(rep.Held, heldReport{OrderingKey: c.clean(h.OrderingKey), HeadID: int64(h.Head),
-			HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
+			HeadEventType: c.clean(h.HeadEventType), HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
 	}
 	for t, tc := range snap.ByType {
 		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
-			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, OldestPendingSeconds: tc.OldestPending.Seconds(),
+			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held, OldestPendingSeconds: tc.OldestPending.Seconds(),
 			OldestDueSeconds: tc.OldestDue.Seconds()}
 	}
 	if nFailed > 0 && snap.Failed > 0 {
@@ -222,7 +228,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	var b bytes.Buffer
 	defer func() { c.out.Write(b.Bytes()) }() // one write: a reader never sees half a table
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tOLDEST PENDING\tOLDEST DUE")
+	fmt.Fprintln(w, "EVENT TYPE\tPENDING\tDUE\tPROCESSING\tSTALE\tSTUCK\tFAILED\tHELD\tOLDEST PENDING\tOLDEST DUE")
 	types := make([]string, 0, len(rep.ByType))
 	for t := range rep.ByType {
 		types = append(types, t)
@@ -230,10 +236,10 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	sort.Strings(types)
 	for _, t := range types {
 		tc := rep.ByType[t]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed, tc.Held,
 			pendingAge(tc.Pending, tc.OldestPendingSeconds), pendingAge(tc.Due, tc.OldestDueSeconds))
 	}
-	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed,
+	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed, rep.HeldKeys,
 		pendingAge(rep.Pending, rep.OldestPendingSeconds), pendingAge(rep.Due, rep.OldestDueSeconds))
 	w.Flush()
 
@@ -252,9 +258,9 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	if len(rep.Held) > 0 {
 		fmt.Fprintf(&b, "\nheld ordering keys (%d of %d, longest held first; `outboxgen retry --id HEAD` or purge the head to release a key):\n", len(rep.Held), rep.HeldKeys)
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "  ORDERING KEY\tHEAD\tHEAD STATUS\tWAITING\tHELD FOR")
+		fmt.Fprintln(w, "  ORDERING KEY\tHEAD\tHEAD TYPE\tHEAD STATUS\tWAITING\tHELD FOR")
 		for _, h := range rep.Held {
-			fmt.Fprintf(w, "  %s\t%d\t%s\t%d\t%s\n", opsOneLine(opsTruncate(h.OrderingKey, 80)), h.HeadID, h.HeadStatus, h.Waiting,
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%s\n", opsOneLine(opsTruncate(h.OrderingKey, 80)), h.HeadID, opsOneLine(h.HeadEventType), h.HeadStatus, h.Waiting,
 				formatAge(time.Duration(h.HeldSeconds*float64(time.Second))))
 		}
 		w.Flush()

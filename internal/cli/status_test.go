@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,23 +44,23 @@ func TestStatusText(t *testing.T) {
 	db, _ := scenario(t)
 	r := runOps(runStatus, "--dsn", db.DSN)
 	mustExit(t, r, opsExitOK) // without --check, problems do not change the exit code
-	// One line per type with PENDING DUE PROCESSING STALE STUCK FAILED.
+	// One line per type with PENDING DUE PROCESSING STALE STUCK FAILED HELD.
 	wantRows := map[string][]string{
-		"welcome_email":  {"4", "3", "0", "0", "0", "0"},
-		"invoice_paid":   {"0", "0", "3", "2", "1", "0"},
-		"payment_failed": {"0", "0", "0", "0", "0", "2"},
-		"total":          {"4", "3", "3", "2", "1", "2"},
+		"welcome_email":  {"4", "3", "0", "0", "0", "0", "0"},
+		"invoice_paid":   {"0", "0", "3", "2", "1", "0", "0"},
+		"payment_failed": {"0", "0", "0", "0", "0", "2", "0"},
+		"total":          {"4", "3", "3", "2", "1", "2", "0"},
 	}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(r.stdout, "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 7 {
+		if len(fields) < 8 {
 			continue
 		}
 		if want, ok := wantRows[fields[0]]; ok {
 			seen[fields[0]] = true
-			if !reflect.DeepEqual(fields[1:7], want) {
-				t.Errorf("row %s = %v, want %v\n%s", fields[0], fields[1:7], want, r.stdout)
+			if !reflect.DeepEqual(fields[1:8], want) {
+				t.Errorf("row %s = %v, want %v\n%s", fields[0], fields[1:8], want, r.stdout)
 			}
 		}
 	}
@@ -278,15 +278,17 @@ func TestStatusCheckTellsIdleFromBehind(t *testing.T) {
 	}
 }
 
-// status shows held ordering keys (text and --json), and --check fails past --max-held-age.
+// status shows held ordering keys (text and --json), each counted in its head's event type's
+// HELD column (not in the type of a message waiting behind it), and --check fails past
+// --max-held-age.
 func TestStatusHeldKeys(t *testing.T) {
 	t.Parallel()
 	db := testdb.Migrated(t)
 	ctx := context.Background()
 	var head outbox.MessageID
-	for i := 0; i < 3; i++ {
+	for i, typ := range []string{"order_paid", "order_paid", "order_shipped"} {
 		err := outbox.InTx(ctx, db.DB, func(tx *sql.Tx) error {
-			id, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "order_paid", Payload: json.RawMessage(`{}`), OrderingKey: "orders:42"})
+			id, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: typ, Payload: json.RawMessage(`{}`), OrderingKey: "orders:42"})
 			if i == 0 {
 				head = id
 			}
@@ -301,9 +303,28 @@ func TestStatusHeldKeys(t *testing.T) {
 	db.MustExec(t, "UPDATE outbox_messages SET created_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id <> ?", int64(head))
 	r := runOps(runStatus, "--dsn", db.DSN, "--failed", "0", "--window", "1m")
 	mustExit(t, r, opsExitOK)
-	if !strings.Contains(r.stdout, "held keys:       1") || !strings.Contains(r.stdout, "orders:42") ||
-		!strings.Contains(r.stdout, fmt.Sprintf("  orders:42     %d     FAILED       2", head)) {
+	if !strings.Contains(r.stdout, "held keys:       1") {
 		t.Errorf("status without the held key:\n%s", r.stdout)
+	}
+	// The HELD column (after FAILED) and the held list's line: key, head, head type, status, waiting.
+	wantFields := map[string][]string{
+		"order_paid": {"1", "0", "0", "0", "0", "1", "1"}, "order_shipped": {"1", "0", "0", "0", "0", "0", "0"},
+		"total": {"2", "0", "0", "0", "0", "1", "1"}, "orders:42": {strconv.FormatInt(int64(head), 10), "order_paid", "FAILED", "2"},
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if want, ok := wantFields[fields[0]]; ok {
+			delete(wantFields, fields[0])
+			if len(fields) < 1+len(want) || !reflect.DeepEqual(fields[1:1+len(want)], want) {
+				t.Errorf("line %q, want %s then %v\n%s", line, fields[0], want, r.stdout)
+			}
+		}
+	}
+	if len(wantFields) > 0 {
+		t.Errorf("no line for %v in:\n%s", wantFields, r.stdout)
 	}
 	r = runOps(runStatus, "--dsn", db.DSN, "--json", "--check", "--window", "1m", "--max-held-age", "30m")
 	mustExit(t, r, opsExitCheck)
@@ -311,9 +332,12 @@ func TestStatusHeldKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.HeldKeys != 1 || len(rep.Held) != 1 || rep.Held[0].HeadID != int64(head) || rep.Held[0].Waiting != 2 ||
-		rep.Held[0].HeldSeconds < 3500 || rep.Due != 0 {
-		t.Errorf("--json held = %d %+v, due %d; want one key held about an hour by %d with 2 waiting, nothing due", rep.HeldKeys, rep.Held, rep.Due, head)
+	if rep.HeldKeys != 1 || len(rep.Held) != 1 || rep.Held[0].HeadID != int64(head) || rep.Held[0].HeadEventType != "order_paid" ||
+		rep.Held[0].Waiting != 2 || rep.Held[0].HeldSeconds < 3500 || rep.Due != 0 {
+		t.Errorf("--json held = %d %+v, due %d; want one key held about an hour by %d (order_paid) with 2 waiting, nothing due", rep.HeldKeys, rep.Held, rep.Due, head)
+	}
+	if rep.ByType["order_paid"].Held != 1 || rep.ByType["order_shipped"].Held != 0 || !strings.Contains(r.stdout, `"held": 1,`) {
+		t.Errorf("--json by_type held: order_paid %+v, order_shipped %+v; want 1 and 0\n%s", rep.ByType["order_paid"], rep.ByType["order_shipped"], r.stdout)
 	}
 	if len(rep.Check.Problems) != 1 || !strings.Contains(rep.Check.Problems[0], "1 ordering key(s) held, the oldest for more than 30m") {
 		t.Errorf("check problems %q", rep.Check.Problems)
