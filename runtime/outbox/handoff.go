@@ -187,6 +187,9 @@ func (w *Worker) takeHandoff(gen int, m claimed) bool {
 	// Under w.mu: Run stops accepting, under w.mu, before it waits for the dispatches.
 	w.dispatch.Add(1)
 	w.mu.Unlock()
+	if o, ok := w.cfg.Observer.(HandoffObserver); ok {
+		o.HandedOff(1)
+	}
 	w.runDispatch(m)
 	return true
 }

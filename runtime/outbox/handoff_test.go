@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -67,7 +68,8 @@ func TestInTxHandsOffToTheWorkerOfThisProcess(t *testing.T) {
 	var got deliveries
 	r := NewRouter()
 	r.Handle("welcome", Policy{}, got.handler)
-	w := newTestWorker(t, db.DB, r, idleWorkerConfig(Config{Concurrency: 4}))
+	obs := &handoffCount{}
+	w := newTestWorker(t, db.DB, r, idleWorkerConfig(Config{Concurrency: 4, Observer: obs}))
 	start(t, w)
 	claims := waitIdle(t, w)
 
@@ -116,7 +118,20 @@ func TestInTxHandsOffToTheWorkerOfThisProcess(t *testing.T) {
 	if f := w.freeSlots(); f != 4 {
 		t.Errorf("free slots after the handoffs: %d, want all 4", f)
 	}
+	// An Observer that implements HandoffObserver hears of each: Claimed never does.
+	if h, c := obs.handedOff.Load(), obs.claimedRows.Load(); h != n || c != 0 {
+		t.Errorf("observer: %d handed off, %d claimed rows; want %d and 0", h, c, n)
+	}
 }
+
+// handoffCount is an Observer that also implements HandoffObserver.
+type handoffCount struct {
+	NopObserver
+	handedOff, claimedRows atomic.Int64
+}
+
+func (o *handoffCount) Claimed(n int, _ time.Duration) { o.claimedRows.Add(int64(n)) }
+func (o *handoffCount) HandedOff(n int)                { o.handedOff.Add(int64(n)) }
 
 // What cannot be handed off is written PENDING and claimed as before: an ordered message (its
 // key's turn decides), a delayed one, a type this process's worker does not handle.

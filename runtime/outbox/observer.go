@@ -16,7 +16,8 @@ const (
 // goroutines and must be fast, non-blocking and safe for concurrent use.
 type Observer interface {
 	// Claimed: one claim transaction took d and claimed n rows (n may be 0). Messages InTx hands
-	// off to a worker of its process (see InTx) pass through no claim: Handled counts them.
+	// off to a worker of its process (see InTx) pass through no claim: an Observer that also
+	// implements HandoffObserver hears of them.
 	Claimed(n int, d time.Duration)
 	// Handled: a handler call for eventType ended with outcome after d.
 	Handled(eventType string, outcome Outcome, d time.Duration)
@@ -24,6 +25,15 @@ type Observer interface {
 	Reclaimed(n int64)
 	// Stuck: a watch pass saw n rows PROCESSING past 3x their lease (n > 0 only).
 	Stuck(n int64)
+}
+
+// HandoffObserver is an optional extension of Observer. A worker whose Observer implements it
+// reports each message InTx handed off to it (see InTx): born claimed by that worker, it passes
+// through no claim transaction, so Claimed never counts it. An Observer that counts consumed
+// messages adds these to get them all; one that times claims leaves them out.
+type HandoffObserver interface {
+	// HandedOff: n messages were handed off to the worker, which dispatches them now.
+	HandedOff(n int)
 }
 
 // NopObserver ignores every event; embed it to implement only some methods.
