@@ -38,6 +38,7 @@ const Namespace = "outbox"
 // concurrent use; one Observer may serve several workers of a process.
 type Observer struct {
 	claimed         prometheus.Counter
+	handedOff       prometheus.Counter
 	sent            *prometheus.CounterVec
 	retried         *prometheus.CounterVec
 	failed          *prometheus.CounterVec
@@ -48,6 +49,7 @@ type Observer struct {
 }
 
 var _ outbox.Observer = (*Observer)(nil)
+var _ outbox.HandoffObserver = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // Handler durations run from milliseconds (a local insert) to the default 1m timeout.
@@ -58,7 +60,8 @@ var claimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 
 // NewObserver returns an Observer with these metrics:
 //
-//	outbox_claimed_total                   rows claimed
+//	outbox_claimed_total                   rows claimed, by a claim transaction or handed off by InTx
+//	outbox_handed_off_total                rows InTx handed off to a worker of this process (no claim transaction)
 //	outbox_sent_total{event_type}          handler calls that ended SENT
 //	outbox_retried_total{event_type}       handler calls that failed and were rescheduled
 //	outbox_failed_total{event_type}        handler calls that ended FAILED (permanent, exhausted, undecodable)
@@ -71,7 +74,11 @@ func NewObserver() *Observer {
 	return &Observer{
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "claimed_total",
-			Help: "Rows claimed by this process's workers.",
+			Help: "Rows claimed by this process's workers: by a claim transaction, or handed off by InTx already claimed (outbox_handed_off_total).",
+		}),
+		handedOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "handed_off_total",
+			Help: "Rows InTx handed off to this process's workers, born claimed: no claim transaction (outbox_claim_duration_seconds does not count them).",
 		}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "sent_total",
@@ -114,6 +121,15 @@ func (o *Observer) Claimed(n int, d time.Duration) {
 	o.claimDuration.Observe(d.Seconds())
 }
 
+// HandedOff implements outbox.HandoffObserver: handed-off rows count as claimed too, so that
+// outbox_claimed_total is every row this process's workers took, however they took it.
+func (o *Observer) HandedOff(n int) {
+	if n > 0 {
+		o.claimed.Add(float64(n))
+		o.handedOff.Add(float64(n))
+	}
+}
+
 // Handled implements outbox.Observer.
 func (o *Observer) Handled(eventType string, outcome outbox.Outcome, d time.Duration) {
 	switch outcome {
@@ -143,7 +159,7 @@ func (o *Observer) Stuck(n int64) {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.claimed, o.sent, o.retried, o.failed, o.reclaimed, o.stuckSeen,
+	return []prometheus.Collector{o.claimed, o.handedOff, o.sent, o.retried, o.failed, o.reclaimed, o.stuckSeen,
 		o.handlerDuration, o.claimDuration}
 }
 

@@ -30,11 +30,16 @@ func TestObserverMapsEvents(t *testing.T) {
 	obs.Reclaimed(2)
 	obs.Reclaimed(0)
 	obs.Stuck(4)
+	obs.HandedOff(2) // InTx's handoffs: claimed too, without a claim duration
+	obs.HandedOff(0)
 
 	want := `
-# HELP outbox_claimed_total Rows claimed by this process's workers.
+# HELP outbox_claimed_total Rows claimed by this process's workers: by a claim transaction, or handed off by InTx already claimed (outbox_handed_off_total).
 # TYPE outbox_claimed_total counter
-outbox_claimed_total 3
+outbox_claimed_total 5
+# HELP outbox_handed_off_total Rows InTx handed off to this process's workers, born claimed: no claim transaction (outbox_claim_duration_seconds does not count them).
+# TYPE outbox_handed_off_total counter
+outbox_handed_off_total 2
 # HELP outbox_sent_total Handler calls that ended with the message SENT.
 # TYPE outbox_sent_total counter
 outbox_sent_total{event_type="a"} 2
@@ -52,7 +57,7 @@ outbox_reclaimed_total 2
 outbox_stuck_seen_total 4
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"outbox_claimed_total", "outbox_sent_total", "outbox_retried_total", "outbox_failed_total",
+		"outbox_claimed_total", "outbox_handed_off_total", "outbox_sent_total", "outbox_retried_total", "outbox_failed_total",
 		"outbox_reclaimed_total", "outbox_stuck_seen_total"); err != nil {
 		t.Error(err)
 	}

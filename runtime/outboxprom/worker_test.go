@@ -2,6 +2,7 @@ package outboxprom_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -112,7 +113,7 @@ func TestWorkerMixMetrics(t *testing.T) {
 	})
 
 	want := `
-# HELP outbox_claimed_total Rows claimed by this process's workers.
+# HELP outbox_claimed_total Rows claimed by this process's workers: by a claim transaction, or handed off by InTx already claimed (outbox_handed_off_total).
 # TYPE outbox_claimed_total counter
 outbox_claimed_total 7
 # HELP outbox_sent_total Handler calls that ended with the message SENT.
@@ -330,4 +331,63 @@ func TestStatsCollectorScrapeError(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg); err == nil {
 		t.Errorf("GatherAndCount = %d, nil; want the error to reach the caller", n)
 	}
+}
+
+// Messages InTx hands off to a worker of the process pass through no claim transaction: the
+// Observer counts them as claimed (and handed off), so outbox_claimed_total is every row taken.
+func TestWorkerHandoffMetrics(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	r := outbox.NewRouter()
+	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	obs := outboxprom.NewObserver()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs)
+	// Claims once at start, then only when InTx wakes it for a message it did not take.
+	w, err := outbox.NewWorker(db.DB, r, outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger(), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	time.Sleep(200 * time.Millisecond) // past the first claim
+	const n = 5
+	for i := 0; i < n; i++ {
+		if err := outbox.InTx(context.Background(), db.DB, func(tx *sql.Tx) error {
+			_, err := outbox.Enqueue(context.Background(), tx, outbox.Message{EventType: "welcome_email", Payload: json.RawMessage(`{}`)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s := statsOf(t, db); (s.Pending > 0 || s.Processing > 0) && time.Now().Before(deadline); s = statsOf(t, db) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	claimed := gatherValue(t, reg, "outbox_claimed_total")
+	handedOff := gatherValue(t, reg, "outbox_handed_off_total")
+	if claimed != n || handedOff < 1 || handedOff > n {
+		t.Errorf("outbox_claimed_total %v, outbox_handed_off_total %v; want %d claimed, most of them handed off", claimed, handedOff, n)
+	}
+}
+
+// gatherValue is the value of the single unlabelled counter name in reg.
+func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }
