@@ -79,7 +79,9 @@
 // Observer (an outbox.Observer over an OTel Meter) and RegisterStats report what
 // runtime/outboxprom reports, named by the OpenTelemetry conventions where one applies:
 //
-//	messaging.client.consumed.messages   counter, rows claimed (outbox_claimed_total)
+//	messaging.client.consumed.messages   counter, rows claimed (outbox_claimed_total): operation.name
+//	                                     "claim", or "handoff" for those InTx handed off
+//	                                     (outbox_handed_off_total)
 //	messaging.client.operation.duration  histogram, s, one claim transaction (outbox_claim_duration_seconds)
 //	messaging.process.duration           histogram, s, handler calls by event type and outcome
 //	                                     (outbox_handler_duration_seconds)

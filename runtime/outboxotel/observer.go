@@ -33,6 +33,7 @@ type Observer struct {
 
 	claimAdd    []metric.AddOption
 	claimRecord []metric.RecordOption
+	handoffAdd  []metric.AddOption
 	byType      byType[*[len(knownOutcomes)]measureOpts] // the known outcomes' options, by event type
 	byOutcome   sync.Map                                 // handledKey -> measureOpts, for an outcome added to the runtime later
 }
@@ -53,6 +54,7 @@ func newMeasureOpts(attrs ...attribute.KeyValue) measureOpts {
 }
 
 var _ outbox.Observer = (*Observer)(nil)
+var _ outbox.HandoffObserver = (*Observer)(nil)
 
 type handledKey struct {
 	eventType string
@@ -95,6 +97,11 @@ func NewObserver(opts ...Option) (*Observer, error) {
 		semconv.MessagingOperationTypeReceive,
 	)
 	o.claimAdd, o.claimRecord = claim.add, claim.record
+	o.handoffAdd = newMeasureOpts(
+		semconv.MessagingSystemKey.String(System),
+		semconv.MessagingOperationName("handoff"),
+		semconv.MessagingOperationTypeReceive,
+	).add
 	o.byType.build = func(eventType string) *[len(knownOutcomes)]measureOpts {
 		var byOutcome [len(knownOutcomes)]measureOpts
 		for i, outcome := range knownOutcomes {
@@ -111,6 +118,15 @@ func (o *Observer) Claimed(n int, d time.Duration) {
 		o.consumed.Add(context.Background(), int64(n), o.claimAdd...)
 	}
 	o.claimDuration.Record(context.Background(), d.Seconds(), o.claimRecord...)
+}
+
+// HandedOff implements outbox.HandoffObserver: messages InTx handed off to a worker of this
+// process are consumed too, under messaging.operation.name "handoff" (claims are "claim"), so the
+// counter's sum is every message this process's workers took. They have no claim duration.
+func (o *Observer) HandedOff(n int) {
+	if n > 0 {
+		o.consumed.Add(context.Background(), int64(n), o.handoffAdd...)
+	}
 }
 
 // Handled implements outbox.Observer.
@@ -190,6 +206,15 @@ type observers []outbox.Observer
 func (os observers) Claimed(n int, d time.Duration) {
 	for _, o := range os {
 		o.Claimed(n, d)
+	}
+}
+
+// HandedOff passes the event to each member that implements outbox.HandoffObserver.
+func (os observers) HandedOff(n int) {
+	for _, o := range os {
+		if h, ok := o.(outbox.HandoffObserver); ok {
+			h.HandedOff(n)
+		}
 	}
 }
 

@@ -31,6 +31,8 @@ func TestObserverMapsEvents(t *testing.T) {
 	obs.Reclaimed(0)
 	obs.Stuck(4)
 	obs.Stuck(-1)
+	obs.HandedOff(5) // InTx's handoffs: consumed, without a claim duration
+	obs.HandedOff(0)
 
 	got := m.mustCollect(t)
 	claim := map[string]string{"messaging.system": "outboxgen", "messaging.operation.name": "claim", "messaging.operation.type": "receive"}
@@ -40,6 +42,7 @@ func TestObserverMapsEvents(t *testing.T) {
 		want  float64
 	}{
 		{"messaging.client.consumed.messages", claim, 3},
+		{"messaging.client.consumed.messages", map[string]string{"messaging.system": "outboxgen", "messaging.operation.name": "handoff", "messaging.operation.type": "receive"}, 5},
 		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "a", "outboxgen.outcome": "sent"}, 2},
 		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "a", "outboxgen.outcome": "retried", "error.type": "_OTHER"}, 1},
 		{"outboxgen.handled.messages", map[string]string{"messaging.destination.name": "b", "outboxgen.outcome": "failed", "error.type": "_OTHER"}, 1},
@@ -76,13 +79,14 @@ func TestObserverMapsEvents(t *testing.T) {
 	}
 }
 
-// countingObserver counts Handled calls.
+// countingObserver counts Handled and HandedOff calls.
 type countingObserver struct {
 	outbox.NopObserver
-	handled int
+	handled, handedOff int
 }
 
 func (c *countingObserver) Handled(string, outbox.Outcome, time.Duration) { c.handled++ }
+func (c *countingObserver) HandedOff(n int)                               { c.handedOff += n }
 
 // Instrument keeps the Observer and Middleware a Config already had.
 func TestInstrumentKeepsWhatConfigHad(t *testing.T) {
@@ -99,6 +103,18 @@ func TestInstrumentKeepsWhatConfigHad(t *testing.T) {
 	cfg.Observer.Handled("a", outbox.OutcomeSent, time.Millisecond)
 	if prom.handled != 1 {
 		t.Errorf("the Config's own observer saw %d events, want 1", prom.handled)
+	}
+	// The combined Observer passes handoffs on to the members that take them.
+	h, ok := cfg.Observer.(outbox.HandoffObserver)
+	if !ok {
+		t.Fatal("Instrument's combined Observer does not implement outbox.HandoffObserver")
+	}
+	h.HandedOff(2)
+	if prom.handedOff != 2 {
+		t.Errorf("the Config's own observer heard of %d handoffs, want 2", prom.handedOff)
+	}
+	if v, _ := point(m.mustCollect(t)["messaging.client.consumed.messages"], map[string]string{"messaging.operation.name": "handoff"}); v != 2 {
+		t.Errorf("messaging.client.consumed.messages{handoff} = %v, want 2", v)
 	}
 	if v, _ := point(m.mustCollect(t)["outboxgen.handled.messages"], nil); v != 1 {
 		t.Errorf("outboxgen.handled.messages = %v, want 1", v)
