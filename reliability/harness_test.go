@@ -454,6 +454,20 @@ func (p *proc) exited() bool {
 }
 
 // kill9 is SIGKILL: no shutdown, no deferred code; in-flight claims stay PROCESSING.
+// killMidDispatch kills role's live worker with kill -9 once its ledger shows a call in flight
+// (inFlight > 0, waiting up to 3s: a fresh incarnation needs a moment), starts a new
+// incarnation of the role in its place, and returns the killed worker's name.
+func (e *env) killMidDispatch(live map[string]*proc, role string, opts workerOpts, inFlight func(proc string) int) string {
+	e.requireAlive(live[role])
+	for wait := time.Now(); time.Since(wait) < 3*time.Second && inFlight(live[role].name) == 0; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.kill9(live[role])
+	name := live[role].name
+	live[role] = e.startWorker(role, opts)
+	return name
+}
+
 func (e *env) kill9(p *proc) {
 	e.mu.Lock()
 	e.killed[p.name] = true

@@ -164,14 +164,8 @@ func TestOrderingFaults(t *testing.T) {
 	killOne := func() {
 		time.Sleep(time.Duration(300+rnd.IntN(300)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
-		e.requireAlive(live[role])
-		// Aim mid-dispatch: wait (up to 3s) until the victim has an ordered call in flight.
-		for wait := time.Now(); time.Since(wait) < 3*time.Second && e.openOrderedCalls(live[role].name) == 0; {
-			time.Sleep(5 * time.Millisecond)
-		}
-		e.kill9(live[role])
-		killed = append(killed, live[role].name)
-		live[role] = e.startWorker(role, workerOpts{flags: flags})
+		// Mid-dispatch: the victim has an ordered call in flight.
+		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openOrderedCalls))
 	}
 	var downs []string
 	outage := func(how string) {

@@ -55,14 +55,7 @@ func TestKillWorker(t *testing.T) {
 	for i := 0; i < kills; i++ {
 		time.Sleep(time.Duration(250+rnd.IntN(250)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
-		e.requireAlive(live[role])
-		// Aim mid-dispatch: wait (up to 3s; a fresh incarnation needs a moment) until the victim's ledger shows a call in flight.
-		for wait := time.Now(); time.Since(wait) < 3*time.Second && e.openCalls(live[role].name) == 0; {
-			time.Sleep(5 * time.Millisecond)
-		}
-		e.kill9(live[role])
-		killed = append(killed, live[role].name)
-		live[role] = e.startWorker(role, workerOpts{flags: flags})
+		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openCalls))
 	}
 	time.Sleep(500 * time.Millisecond)
 	stop()
@@ -641,14 +634,8 @@ func TestHandoffKill(t *testing.T) {
 	for i := 0; i < kills; i++ {
 		time.Sleep(time.Duration(250+rnd.IntN(250)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
-		e.requireAlive(live[role])
-		// Aim mid-dispatch, as kill_worker does; here most calls in flight are handed off.
-		for wait := time.Now(); time.Since(wait) < 3*time.Second && e.openCalls(live[role].name) == 0; {
-			time.Sleep(5 * time.Millisecond)
-		}
-		e.kill9(live[role])
-		killed = append(killed, live[role].name)
-		live[role] = e.startWorker(role, workerOpts{flags: flags})
+		// Mid-dispatch, as kill_worker does; here most calls in flight are handed off.
+		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openCalls))
 	}
 	time.Sleep(500 * time.Millisecond)
 	// Stop the producers, not the workers: once each has written its pstop line, no enqueue
