@@ -65,10 +65,10 @@
 //	messaging.message.id        the message id
 //	messaging.message.body.size the payload's size in bytes
 //	outboxgen.attempt           Delivery.Attempt (1 on the first delivery)
-//	outboxgen.max_attempts      Delivery.MaxAttempts
 //	outboxgen.outcome           sent, retried or failed
 //
-// A handler error is recorded on the span (an exception event, status Error, error.type);
+// A handler error is recorded on the span (an exception event, status Error, error.type, and
+// outboxgen.max_attempts = Delivery.MaxAttempts beside the attempt: how many are left);
 // outboxgen.outcome is "sent" for nil, "failed" for an outbox.Permanent error or the last
 // attempt, and "retried" otherwise (also when the worker's shutdown cancelled the handler: the
 // worker gives the message back). A panic is recorded and re-raised, for the worker to recover

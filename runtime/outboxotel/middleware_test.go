@@ -61,17 +61,24 @@ func TestMiddlewareOutcomes(t *testing.T) {
 			wantAttrs(t, "span", s.Attributes(), map[string]string{
 				"messaging.system": "outboxgen", "messaging.operation.type": "process", "messaging.operation.name": "process",
 				"messaging.destination.name": "welcome_email", "messaging.message.id": "42", "messaging.message.body.size": "7",
-				"outboxgen.attempt": fmt.Sprint(c.attempt), "outboxgen.max_attempts": fmt.Sprint(c.max), "outboxgen.outcome": c.outcome,
+				"outboxgen.attempt": fmt.Sprint(c.attempt), "outboxgen.outcome": c.outcome,
 			})
 			if c.err == nil {
 				if s.Status().Code != codes.Unset || len(s.Events()) != 0 {
 					t.Errorf("status %v, events %v; want Unset and none", s.Status(), s.Events())
 				}
-				if _, ok := attr(s.Attributes(), "error.type"); ok {
-					t.Error("error.type set on a sent message")
+				for _, k := range []string{"error.type", "outboxgen.max_attempts"} {
+					if v, ok := attr(s.Attributes(), k); ok {
+						t.Errorf("%s = %q on a sent message, want it only on a call that returned an error", k, v.Emit())
+					}
+				}
+				// Eight attributes: the SDK de-duplicates up to eight without allocating (see finish).
+				if n := len(s.Attributes()); n != 8 {
+					t.Errorf("%d attributes on a sent message's span, want 8: %v", n, s.Attributes())
 				}
 				return
 			}
+			wantAttrs(t, "span", s.Attributes(), map[string]string{"outboxgen.max_attempts": fmt.Sprint(c.max)})
 			if s.Status().Code != codes.Error || s.Status().Description != c.err.Error() {
 				t.Errorf("status = %+v, want Error %q", s.Status(), c.err)
 			}
@@ -272,3 +279,30 @@ func (s *byDestination) seen() [][]attribute.KeyValue {
 }
 
 func (*byDestination) Description() string { return "byDestination" }
+
+// A span the sampler drops records nothing, but the middleware still hands the handler's error
+// back unchanged and re-raises its panic: skipping the attributes must not skip the outcome.
+func TestMiddlewareDroppedSpanPassesOutcomeOn(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	mw := outboxotel.Middleware(outboxotel.WithTracerProvider(tp), outboxotel.WithPropagator(w3c))
+	d := outbox.Delivery{MessageID: 7, EventType: "welcome_email", Attempt: 1, MaxAttempts: 10}
+
+	boom := errors.New("smtp: 421")
+	if err := mw(func(context.Context, json.RawMessage, outbox.Delivery) error { return boom })(context.Background(), nil, d); err != boom {
+		t.Errorf("dropped span: middleware returned %v, want the handler's %v", err, boom)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "nil map" {
+				t.Errorf("dropped span: recovered %v, want the handler's panic re-raised", p)
+			}
+		}()
+		_ = mw(func(context.Context, json.RawMessage, outbox.Delivery) error { panic("nil map") })(context.Background(), nil, d)
+	}()
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans recorded with NeverSample, want 0", n)
+	}
+}

@@ -84,8 +84,11 @@ func TestTracedEnqueueLinksHandlerSpan(t *testing.T) {
 	wantAttrs(t, "process span", s.Attributes(), map[string]string{
 		"messaging.system": "outboxgen", "messaging.operation.type": "process", "messaging.operation.name": "process",
 		"messaging.destination.name": "welcome_email", "messaging.message.id": itoa(id), "messaging.message.body.size": "2",
-		"outboxgen.attempt": "1", "outboxgen.max_attempts": "10", "outboxgen.outcome": "sent",
+		"outboxgen.attempt": "1", "outboxgen.outcome": "sent",
 	})
+	if v, ok := attr(s.Attributes(), "outboxgen.max_attempts"); ok {
+		t.Errorf("outboxgen.max_attempts = %q on a sent message's span, want it only where the handler failed", v.Emit())
+	}
 	if s.Status().Code != codes.Unset {
 		t.Errorf("status = %+v, want Unset", s.Status())
 	}
@@ -163,8 +166,11 @@ func TestRetriesAreSeparateSpans(t *testing.T) {
 		for i, s := range spans {
 			what := s.Name() + " attempt " + itoa(outbox.MessageID(i+1))
 			wantAttrs(t, what, s.Attributes(), map[string]string{
-				"outboxgen.attempt": itoa(outbox.MessageID(i + 1)), "outboxgen.max_attempts": c.max, "outboxgen.outcome": c.outcomes[i],
+				"outboxgen.attempt": itoa(outbox.MessageID(i + 1)), "outboxgen.outcome": c.outcomes[i],
 			})
+			if maxAttempts, ok := attr(s.Attributes(), "outboxgen.max_attempts"); (c.outcomes[i] != "sent") != ok || ok && maxAttempts.Emit() != c.max {
+				t.Errorf("%s: outboxgen.max_attempts = %q (set: %v), want %s on a failed call and none on a sent one", what, maxAttempts.Emit(), ok, c.max)
+			}
 			checkLinked(t, what, s, req.SpanContext())
 			if wantErr := c.outcomes[i] != "sent"; wantErr != (s.Status().Code == codes.Error) || wantErr != (len(s.Events()) == 1) {
 				t.Errorf("%s: status %+v, %d events; want Error and the exception only when not sent", what, s.Status(), len(s.Events()))
