@@ -314,11 +314,14 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		label := fmt.Sprintf("W2 drain %d, no-op, %d worker(s)", e.sz.DrainN, w)
 		for _, sys := range consumers {
 			k := keys("w2")
-			if w == 1 && sys.name() == "outboxgen" {
+			switch {
+			case w == 1 && sys.name() == "outboxgen":
 				k = keys("w2", "ordered", "otel")
+			case sys.name() == "outboxgen":
+				k = keys("w2", "otel")
 			}
 			one(k, label, sys, func() (result, error) { return e.runDrain(ctx, sys, w, e.sz.DrainN, 0, nil) })
-			if w != 1 || sys.name() != "outboxgen" {
+			if sys.name() != "outboxgen" {
 				continue
 			}
 			one(keys("otel"), label+", "+otelLabel, traced, func() (result, error) {
@@ -328,6 +331,9 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 				}
 				return e.runDrain(ctx, traced, w, e.sz.DrainN, 0, chk)
 			})
+			if w != 1 {
+				continue
+			}
 			one(keys("ordered"), label+", "+orderedLabel(e.sz.OrderedKeys), ordered, func() (result, error) {
 				return e.runDrain(ctx, ordered, w, e.sz.DrainN, 0, orderedDrainCheck(e.sz.DrainN, e.sz.OrderedKeys))
 			})
@@ -340,12 +346,19 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 	for _, sys := range consumers {
 		k := keys("w2")
 		if sys.name() == "outboxgen" {
-			k = keys("w2", "ordered")
+			k = keys("w2", "ordered", "otel")
 		}
 		one(k, slowLabel, sys, func() (result, error) {
 			return e.runDrain(ctx, sys, 1, e.sz.SlowN, slowHandler, nil)
 		})
 		if sys.name() == "outboxgen" {
+			one(keys("otel"), slowLabel+", "+otelLabel, traced, func() (result, error) {
+				chk, err := tracedDrainCheck(ctx, b.otel)
+				if err != nil {
+					return result{}, err
+				}
+				return e.runDrain(ctx, traced, 1, e.sz.SlowN, slowHandler, chk)
+			})
 			one(keys("ordered"), slowLabel+", "+orderedLabel(e.sz.OrderedKeys), ordered, func() (result, error) {
 				return e.runDrain(ctx, ordered, 1, e.sz.SlowN, slowHandler, orderedDrainCheck(e.sz.SlowN, e.sz.OrderedKeys))
 			})

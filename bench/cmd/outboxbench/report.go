@@ -221,6 +221,8 @@ func (b *bench) targets(sb *strings.Builder, cells map[key]*cell, mode string) {
 	wired := ", " + otelLabel
 	ts = append(ts,
 		target{"W2 no-op 1 worker with outboxotel wired: overhead <= 10%", get(drain1+wired, "outboxgen"), get(drain1, "outboxgen"), overheadAtMost(0.10), false},
+		target{"W2 no-op 4 workers with outboxotel wired: overhead <= 10%", get(drain4+wired, "outboxgen"), get(drain4, "outboxgen"), overheadAtMost(0.10), false},
+		target{"W2 5 ms handler, 1 worker with outboxotel wired: overhead <= 10%", get(slow+wired, "outboxgen"), get(slow, "outboxgen"), overheadAtMost(0.10), false},
 		target{"W1 1 goroutine with outboxotel wired (a request span per transaction): overhead", get(w1(1)+wired, "outboxgen"), get(w1(1), "outboxgen"), overheadAtMost(1), true},
 		target{"W1 8 goroutines with outboxotel wired (a request span per transaction): overhead", get(w1(8)+wired, "outboxgen"), get(w1(8), "outboxgen"), overheadAtMost(1), true},
 	)
