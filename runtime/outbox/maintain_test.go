@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -130,5 +133,48 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	if statusOf(t, db, a[0].id) != "PENDING" || statusOf(t, db, b[0].id) != "PROCESSING" {
 		t.Fatalf("after reclaim: short-lease row %s, long-lease row %s; want PENDING and PROCESSING",
 			statusOf(t, db, a[0].id), statusOf(t, db, b[0].id))
+	}
+}
+
+// A reclaim chosen as a deadlock victim (InnoDB rolled it back whole) runs again at once: the
+// expired lease is still returned in the same pass, and nothing is logged as a failure. Only a
+// transaction that keeps losing, maxDeadlockTries times, is an error. The deadlock is injected
+// on the reclaim's UPDATE (a real one needs a claim locking the same rows in the other order at
+// that very moment); the statements themselves run on the real server.
+func TestReclaimRetriesADeadlockVictim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+	for _, c := range []struct {
+		deadlocks int
+		wantErr   bool
+	}{
+		{1, false},
+		{maxDeadlockTries - 1, false},
+		{maxDeadlockTries, true},
+	} {
+		d, inj, db := faultyDB(t)
+		r := NewRouter()
+		r.Handle("e", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+		w := newTestWorker(t, db, r, Config{StaleAfter: 200 * time.Millisecond})
+		id := enqueueN(t, db, "e", 1)[0]
+		if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
+			t.Fatalf("claim: %v %v", got, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		rule := inj.Add(faultdriver.Rule{Match: `(?s)UPDATE outbox_messages\s+SET status\s+= IF\(attempts >= max_attempts`, Err: deadlock, Times: c.deadlocks})
+		n, err := w.reclaimOnce(ctx)
+		if hits := rule.Hits(); hits != c.deadlocks {
+			t.Errorf("%d deadlocks: the reclaim's UPDATE was refused %d times, want %d", c.deadlocks, hits, c.deadlocks)
+		}
+		if c.wantErr {
+			if !isDeadlock(err) || n != 0 || statusOf(t, d, id) != "PROCESSING" {
+				t.Errorf("%d deadlocks in a row: reclaimOnce = %d, %v, row %s; want the deadlock error and the row untouched", c.deadlocks, n, err, statusOf(t, d, id))
+			}
+			continue
+		}
+		if err != nil || n != 1 || statusOf(t, d, id) != "PENDING" {
+			t.Errorf("%d deadlock(s), then the real UPDATE: reclaimOnce = %d, %v, row %s; want 1, nil, PENDING", c.deadlocks, n, err, statusOf(t, d, id))
+		}
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // orderedPayload is what the ordering tests enqueue.
@@ -451,10 +449,4 @@ func TestOrderingKeysRunConcurrently(t *testing.T) {
 	}
 	close(release)
 	waitFor(t, 10*time.Second, "key a done", func() bool { return statusOf(t, db, a) == "SENT" })
-}
-
-// isDeadlock says err is MySQL error 1213 (the transaction was rolled back as a deadlock victim).
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1213
 }
