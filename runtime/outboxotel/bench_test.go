@@ -44,7 +44,9 @@ func BenchmarkEnqueueHook(b *testing.B) {
 }
 
 // The worker side's cost per handler call: extract, a sampled span with its attributes, the
-// observer's instruments (beside ~60µs per message of the benchmark's W2 no-op drain).
+// observer's instruments. ns/op is this goroutine's time only; the batch processor's goroutine
+// and the collector add about a third in CPU. For scale, the W2 no-op drain spends ~18 µs of its
+// process's CPU per message (~50 µs of wall time at 20,000 msg/s).
 func BenchmarkMiddlewareAndObserver(b *testing.B) {
 	tp := benchProvider(b)
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
