@@ -59,7 +59,9 @@ type Config struct {
 	// Observer receives counts and durations for metrics. Defaults to NopObserver{}.
 	Observer Observer
 	// Middleware wraps every handler call, the first entry outermost (runtime/outboxotel's
-	// tracing, for one). A panic in a middleware is recovered like a handler's. Defaults to none.
+	// tracing, for one). NewWorker wraps each event type's handler once (and refuses a
+	// middleware that is nil, returns nil or panics while wrapping); a panic in a call is
+	// recovered like a handler's. Defaults to none.
 	Middleware []Middleware
 }
 

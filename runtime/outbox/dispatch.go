@@ -138,7 +138,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 		})
 	})
 	start := time.Now()
-	err := callHandler(ctx, w.wrap(rt.handler), m.payload, d)
+	err := callHandler(ctx, rt.handler, m.payload, d) // Config.Middleware included (wrapHandlers)
 	hung.Stop()
 	took := time.Since(start)
 
@@ -188,14 +188,6 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 }
 
 func hungGrace(timeout time.Duration) time.Duration { return max(100*time.Millisecond, timeout/10) }
-
-// wrap applies Config.Middleware, the first entry outermost.
-func (w *Worker) wrap(h HandlerFunc) HandlerFunc {
-	for i := len(w.cfg.Middleware) - 1; i >= 0; i-- {
-		h = w.cfg.Middleware[i](h)
-	}
-	return h
-}
 
 // callHandler turns a panic into an error carrying the stack.
 func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery) (err error) {

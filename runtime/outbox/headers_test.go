@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -179,6 +180,62 @@ func TestEnqueueHookAndMiddleware(t *testing.T) {
 	}
 	if !IsPermanent(seenErr) {
 		t.Errorf("middleware saw error %v, want the handler's Permanent error", seenErr)
+	}
+}
+
+// A Worker wraps each handler in Config.Middleware once, when it is built: the outer function
+// of a middleware runs once per event type, its handler once per call. (Wrapping at every call
+// cost each message an allocation per middleware.)
+func TestMiddlewareWrapsOncePerEventType(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	var wraps, calls atomic.Int64
+	count := func(next HandlerFunc) HandlerFunc {
+		wraps.Add(1)
+		return func(ctx context.Context, p json.RawMessage, d Delivery) error {
+			calls.Add(1)
+			return next(ctx, p, d)
+		}
+	}
+	r := NewRouter()
+	for _, typ := range []string{"a", "b"} {
+		r.Handle(typ, Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	}
+	w := newTestWorker(t, db.DB, r, Config{Middleware: []Middleware{count}})
+	if n := wraps.Load(); n != 2 {
+		t.Fatalf("NewWorker wrapped %d handlers, want 2 (one per event type)", n)
+	}
+	enqueueN(t, db.DB, "a", 20)
+	enqueueN(t, db.DB, "b", 20)
+	stop := start(t, w)
+	waitFor(t, 10*time.Second, "40 handler calls", func() bool { return calls.Load() == 40 })
+	stop()
+	if n := wraps.Load(); n != 2 {
+		t.Errorf("after 40 handler calls the middleware wrapped %d times, want still 2", n)
+	}
+}
+
+// A middleware that cannot wrap a handler (nil, returning nil, panicking) is refused by
+// NewWorker, naming it and the event, instead of failing at the first message.
+func TestNewWorkerRefusesABrokenMiddleware(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	pass := func(next HandlerFunc) HandlerFunc { return next }
+	for _, c := range []struct {
+		name string
+		mw   Middleware
+		want string
+	}{
+		{"nil", nil, "nil middleware"},
+		{"returns nil", func(HandlerFunc) HandlerFunc { return nil }, "returned a nil handler"},
+		{"panics", func(HandlerFunc) HandlerFunc { panic("no tenant configured") }, "panic: no tenant configured"},
+	} {
+		r := NewRouter()
+		r.Handle("welcome_email", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+		_, err := NewWorker(db.DB, r, Config{Middleware: []Middleware{pass, c.mw}})
+		if err == nil || !strings.Contains(err.Error(), `event "welcome_email": Config.Middleware[1]`) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: NewWorker error %v, want it to name event \"welcome_email\", Config.Middleware[1] and %q", c.name, err, c.want)
+		}
 	}
 }
 

@@ -93,6 +93,9 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("outbox: NewWorker: event %q: timeout %s is not shorter than Config.StaleAfter %s (a slow handler would be reclaimed and run twice)", t, p.Timeout, cfg.StaleAfter)
 		}
 	}
+	if err := r.wrapHandlers(cfg.Middleware); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := checkClock(ctx, db); err != nil {
