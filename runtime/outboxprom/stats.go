@@ -3,12 +3,11 @@ package outboxprom
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -140,7 +139,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 	seen := make(map[string]bool, len(s.Held))
 	for _, h := range s.Held {
-		key := labelValue(h.OrderingKey)
+		key := utf8esc.Escape(h.OrderingKey) // label values must be UTF-8
 		if seen[key] {
 			// Two keys that differ only in invalid bytes can escape alike (only by a key that is
 			// not UTF-8 meeting one that spells out \xNN): a repeated series would fail the
@@ -150,24 +149,4 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[key] = true
 		ch <- prometheus.MustNewConstMetric(c.heldHead, prometheus.GaugeValue, float64(h.Head), key, string(h.HeadStatus))
 	}
-}
-
-// labelValue returns s with each byte that is not part of valid UTF-8 written as \xNN, so
-// that any ordering key is a valid label value (NewConstMetric refuses, and MustNewConstMetric
-// panics on, one that is not UTF-8). A valid key is returned as it is.
-func labelValue(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(&b, "\\x%02X", s[i])
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }

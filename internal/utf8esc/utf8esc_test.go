@@ -1,0 +1,18 @@
+package utf8esc
+
+import "testing"
+
+func TestEscape(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"orders:42", "orders:42"},
+		{"ok:\u00e9", "ok:\u00e9"},
+		{"bad\xff", `bad\xFF`},
+		{"\xc3(\xe2\x82", `\xC3(\xE2\x82`}, // a cut two-byte and three-byte sequence
+		{"a\xffb\u00e9", `a\xFFb` + "\u00e9"},
+	} {
+		if got := Escape(c.in); got != c.want {
+			t.Errorf("Escape(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
