@@ -99,6 +99,13 @@
 //	outboxgen.oldest_due.age             gauge, s (outbox_oldest_due_age_seconds)
 //	outboxgen.stale.messages             gauge (outbox_stale_messages)
 //	outboxgen.stuck.messages             gauge (outbox_stuck_messages)
+//	outboxgen.held_ordering_keys         gauge, held ordering keys by their head's event type; the
+//	                                     sum is outbox_held_ordering_keys
+//	outboxgen.oldest_held.age            gauge, s (outbox_oldest_held_age_seconds)
+//	outboxgen.held_ordering_key.head_id  gauge, the id of the message holding each held key, with
+//	                                     outboxgen.ordering_key, outboxgen.status (the head's) and
+//	                                     its event type, for at most outbox.MaxHeldListed keys
+//	                                     (outbox_held_ordering_key_head_id)
 //
 // The event type is messaging.destination.name on every instrument that has one.
 package outboxotel

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -154,6 +155,16 @@ func TestStatsGauges(t *testing.T) {
 	if age, _ := point(got["outboxgen.oldest_pending.age"], nil); age < 1800 || age > 1900 {
 		t.Errorf("outboxgen.oldest_pending.age = %v, want about 1800 (the invoice_paid row made 30m old)", age)
 	}
+	// No ordering key: nothing held, and no head ids.
+	if v, n := point(got["outboxgen.held_ordering_keys"], nil); v != 0 || n != 2 {
+		t.Errorf("outboxgen.held_ordering_keys = %v over %d points, want 0 for each of the 2 types", v, n)
+	}
+	if v, n := point(got["outboxgen.oldest_held.age"], nil); v != 0 || n != 1 {
+		t.Errorf("outboxgen.oldest_held.age = %v (%d points), want 0", v, n)
+	}
+	if _, n := point(got["outboxgen.held_ordering_key.head_id"], nil); n != 0 {
+		t.Errorf("outboxgen.held_ordering_key.head_id: %d points, want none", n)
+	}
 	if got["outboxgen.oldest_pending.age"].Unit != "s" || got["outboxgen.messages"].Unit != "{message}" {
 		t.Errorf("units %q, %q; want s and {message}", got["outboxgen.oldest_pending.age"].Unit, got["outboxgen.messages"].Unit)
 	}
@@ -215,5 +226,86 @@ func TestWorkerStuckSeen(t *testing.T) {
 	runWorker(t, w, func() bool { return stuck() >= 2 })
 	if v := stuck(); v < 2 {
 		t.Errorf("outboxgen.stuck_seen.messages = %v, want >= 2", v)
+	}
+}
+
+// Held ordering keys, as outboxprom shows them: how many by the head's event type, the longest
+// wait, and the message holding each key. Keys are VARBINARY: one that is not UTF-8 (Enqueue
+// refuses it, a row written by other means may hold it) is written with \xNN escapes, since an
+// attribute value must be UTF-8; two keys that then read alike give one point, the longer held.
+func TestStatsGaugesHeldKeys(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	// Three held keys, each a FAILED head (seq 1) with one PENDING message behind it (seq 2),
+	// the earlier keys' waiting message enqueued longer ago (held longest first): 'bad' and the
+	// byte 0xFF (not UTF-8), the valid text `bad\xFF` (which spells out that escape), and a
+	// valid key with a non-ASCII letter whose head is another event type.
+	keys := []struct{ key, eventType string }{{"bad\xff", "order_event"}, {"bad\\xFF", "order_event"}, {"ok:\u00e9", "shipment"}}
+	heads := make([]int64, len(keys))
+	for i, k := range keys {
+		for seq := 1; seq <= 2; seq++ {
+			status := "FAILED"
+			if seq == 2 {
+				status = "PENDING"
+			}
+			res := db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+				next_attempt_at, created_at, failed_at, ordering_key, ordering_seq)
+				VALUES (?, '{}', ?, 1, 1, UTC_TIMESTAMP(6), TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)),
+				IF(? = 'FAILED', UTC_TIMESTAMP(6), NULL), ?, ?)`, k.eventType, status, -10+i, status, []byte(k.key), seq)
+			id, err := res.LastInsertId()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq == 1 {
+				heads[i] = id
+			}
+			db.MustExec(t, `INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id) VALUES (?, ?, ?)`, []byte(k.key), seq, id)
+		}
+	}
+	m := newMetrics(t)
+	if _, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp)); err != nil {
+		t.Fatal(err)
+	}
+	got := m.mustCollect(t)
+	for _, c := range []struct {
+		attrs map[string]string
+		want  float64
+	}{
+		{map[string]string{"messaging.destination.name": "order_event"}, 2},
+		{map[string]string{"messaging.destination.name": "shipment"}, 1},
+		{nil, 3},
+	} {
+		if v, _ := point(got["outboxgen.held_ordering_keys"], c.attrs); v != c.want {
+			t.Errorf("outboxgen.held_ordering_keys%v = %v, want %v", c.attrs, v, c.want)
+		}
+	}
+	if age, _ := point(got["outboxgen.oldest_held.age"], nil); age < 590 || age > 700 {
+		t.Errorf("outboxgen.oldest_held.age = %v, want about 600 (the first key's waiting message, enqueued 10 minutes ago)", age)
+	}
+	head := got["outboxgen.held_ordering_key.head_id"]
+	for _, c := range []struct {
+		key, eventType string
+		want           int64
+	}{
+		{`bad\xFF`, "order_event", heads[0]}, // the key that is not UTF-8, escaped; the longer held of the two that read alike
+		{"ok:\u00e9", "shipment", heads[2]},
+	} {
+		if v, n := point(head, map[string]string{"outboxgen.ordering_key": c.key, "outboxgen.status": "FAILED", "messaging.destination.name": c.eventType}); n != 1 || int64(v) != c.want {
+			t.Errorf("head_id{ordering_key=%q} = %v (%d points), want %d", c.key, v, n, c.want)
+		}
+	}
+	if _, n := point(head, nil); n != 2 {
+		t.Errorf("outboxgen.held_ordering_key.head_id: %d points, want 2 (the two keys that read alike give one)", n)
+	}
+	for name, mm := range got {
+		if g, ok := mm.Data.(metricdata.Gauge[int64]); ok {
+			for _, p := range g.DataPoints {
+				for _, kv := range p.Attributes.ToSlice() {
+					if !utf8.ValidString(kv.Value.Emit()) {
+						t.Errorf("%s: attribute %s = %q is not UTF-8", name, kv.Key, kv.Value.Emit())
+					}
+				}
+			}
+		}
 	}
 }

@@ -22,7 +22,8 @@ const (
 	AttemptKey     = attribute.Key("outboxgen.attempt")      // Delivery.Attempt
 	MaxAttemptsKey = attribute.Key("outboxgen.max_attempts") // Delivery.MaxAttempts, on a call that returned an error
 	OutcomeKey     = attribute.Key("outboxgen.outcome")      // sent, retried, failed
-	StatusKey      = attribute.Key("outboxgen.status")       // PENDING, PROCESSING, FAILED (outboxgen.messages)
+	StatusKey      = attribute.Key("outboxgen.status")       // PENDING, PROCESSING, FAILED (outboxgen.messages, held heads)
+	OrderingKeyKey = attribute.Key("outboxgen.ordering_key") // a held key (outboxgen.held_ordering_key.head_id)
 )
 
 // maxStatusDescription bounds the span status text: the error itself is recorded whole in

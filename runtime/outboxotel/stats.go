@@ -3,16 +3,20 @@ package outboxotel
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 
+	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // RegisterStats creates the table's gauges (outboxgen.messages, outboxgen.due.messages,
 // outboxgen.oldest_pending.age, outboxgen.oldest_due.age, outboxgen.stale.messages,
-// outboxgen.stuck.messages; see the package documentation) and a callback that runs
+// outboxgen.stuck.messages, and for ordering keys outboxgen.held_ordering_keys,
+// outboxgen.oldest_held.age and outboxgen.held_ordering_key.head_id; see the package
+// documentation) and a callback that runs
 // outbox.Stats (one grouped query) on db at each collection, as runtime/outboxprom's
 // StatsCollector does on each scrape. SENT rows are never counted. Every instance sees the same
 // numbers: register it in one process, or aggregate with max.
@@ -44,6 +48,13 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 	oldestDue, e := meter.Float64ObservableGauge("outboxgen.oldest_due.age", metric.WithUnit("s"),
 		metric.WithDescription("How long the longest-waiting due PENDING row has been claimable, 0 when none: grows when nobody claims."))
 	err = errors.Join(err, e)
+	held := gauge("outboxgen.held_ordering_keys", "{key}",
+		"Ordering keys whose head (FAILED, or PENDING until a retry or a Delay) holds messages behind it, by the head's event type; their sum is every held key.")
+	oldestHeld, e := meter.Float64ObservableGauge("outboxgen.oldest_held.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the longest-held ordering key's first waiting message has waited, 0 when none. A FAILED head holds its key until retry or purge."))
+	err = errors.Join(err, e)
+	heldHead := gauge("outboxgen.held_ordering_key.head_id", "{id}",
+		fmt.Sprintf("Id of the message holding each held ordering key, for at most the %d longest-held keys.", outbox.MaxHeldListed))
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +78,30 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		o.ObserveFloat64(oldestDue, s.OldestDue.Seconds())
 		o.ObserveInt64(stale, s.Stale)
 		o.ObserveInt64(stuck, s.Stuck)
+		for eventType, tc := range s.ByType {
+			o.ObserveInt64(held, tc.Held, metric.WithAttributes(semconv.MessagingDestinationName(eventType)))
+		}
+		o.ObserveFloat64(oldestHeld, s.OldestHeld.Seconds())
+		observeHeldHeads(o, heldHead, s.Held)
 		return nil
-	}, messages, due, oldest, oldestDue, stale, stuck)
+	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead)
+}
+
+// observeHeldHeads reports the message holding each listed held key. Keys are application data
+// stored as VARBINARY; an attribute value must be UTF-8 (an exporter may refuse the whole batch
+// otherwise), so invalid bytes are written as \xNN. Two keys that then read alike (a key that
+// is not UTF-8 and one that spells its escape out) give one point, the longer held one's.
+func observeHeldHeads(o metric.Observer, g metric.Int64ObservableGauge, heads []outbox.HeldKey) {
+	seen := make(map[string]bool, len(heads))
+	for _, h := range heads {
+		key := utf8esc.Escape(h.OrderingKey)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		o.ObserveInt64(g, int64(h.Head), metric.WithAttributes(
+			OrderingKeyKey.String(key),
+			StatusKey.String(string(h.HeadStatus)),
+			semconv.MessagingDestinationName(utf8esc.Escape(h.HeadEventType))))
+	}
 }
