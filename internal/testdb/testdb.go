@@ -135,7 +135,33 @@ func (d *DB) MustExec(t testing.TB, query string, args ...any) sql.Result {
 	return res
 }
 
-// String is for log lines.
+// HeldKey writes an ordering key held by a FAILED head (seq 1) with one PENDING message of
+// eventType behind it (seq 2), enqueued waitedMin minutes ago, and their queue entries, the way
+// the runtime leaves them; key is stored as bytes, so it may be any (even not UTF-8). It
+// returns the head's id.
+func (d *DB) HeldKey(t testing.TB, key, eventType string, waitedMin int) (head int64) {
+	t.Helper()
+	for seq := 1; seq <= 2; seq++ {
+		status := "FAILED"
+		if seq == 2 {
+			status = "PENDING"
+		}
+		res := d.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+			next_attempt_at, created_at, failed_at, ordering_key, ordering_seq)
+			VALUES (?, '{}', ?, 1, 1, UTC_TIMESTAMP(6), TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)),
+			IF(? = 'FAILED', UTC_TIMESTAMP(6), NULL), ?, ?)`, eventType, status, -waitedMin, status, []byte(key), seq)
+		id, err := res.LastInsertId()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq == 1 {
+			head = id
+		}
+		d.MustExec(t, `INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id) VALUES (?, ?, ?)`, []byte(key), seq, id)
+	}
+	return head
+}
+
 // OpenFaulty opens another pool on d's database through a fresh fault-injecting driver,
 // closed when the test ends.
 func (d *DB) OpenFaulty(t testing.TB) (*faultdriver.Injector, *sql.DB) {
@@ -174,4 +200,5 @@ func (d *DB) User(t testing.TB, pw, privileges string) string {
 	return cfg.FormatDSN()
 }
 
+// String is for log lines.
 func (d *DB) String() string { return fmt.Sprintf("testdb(%s)", d.Name) }

@@ -243,24 +243,7 @@ func TestStatsGaugesHeldKeys(t *testing.T) {
 	keys := []struct{ key, eventType string }{{"bad\xff", "order_event"}, {"bad\\xFF", "order_event"}, {"ok:\u00e9", "shipment"}}
 	heads := make([]int64, len(keys))
 	for i, k := range keys {
-		for seq := 1; seq <= 2; seq++ {
-			status := "FAILED"
-			if seq == 2 {
-				status = "PENDING"
-			}
-			res := db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
-				next_attempt_at, created_at, failed_at, ordering_key, ordering_seq)
-				VALUES (?, '{}', ?, 1, 1, UTC_TIMESTAMP(6), TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)),
-				IF(? = 'FAILED', UTC_TIMESTAMP(6), NULL), ?, ?)`, k.eventType, status, -10+i, status, []byte(k.key), seq)
-			id, err := res.LastInsertId()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if seq == 1 {
-				heads[i] = id
-			}
-			db.MustExec(t, `INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id) VALUES (?, ?, ?)`, []byte(k.key), seq, id)
-		}
+		heads[i] = db.HeldKey(t, k.key, k.eventType, 10-i)
 	}
 	m := newMetrics(t)
 	if _, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp)); err != nil {

@@ -139,23 +139,9 @@ func TestStatsCollectorHeldKeyNotUTF8(t *testing.T) {
 	// Three held keys, each a FAILED head (seq 1) with one PENDING message behind it (seq 2):
 	// 'bad' and the byte 0xFF (not UTF-8), the valid text `bad\xFF` (which spells out the first
 	// one's escape), and a valid key with a non-ASCII letter.
+	// The waiting message is enqueued longer ago for earlier keys: held longest first.
 	for i, key := range []string{"bad\xff", "bad\\xFF", "ok:\u00e9"} {
-		for seq := 1; seq <= 2; seq++ {
-			status := "FAILED"
-			if seq == 2 {
-				status = "PENDING"
-			}
-			// The waiting message is enqueued longer ago for earlier keys: held longest first.
-			res := db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
-				next_attempt_at, created_at, failed_at, ordering_key, ordering_seq)
-				VALUES ('order_event', '{}', ?, 1, 1, UTC_TIMESTAMP(6), TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)),
-				IF(? = 'FAILED', UTC_TIMESTAMP(6), NULL), ?, ?)`, status, -10+i, status, []byte(key), seq)
-			id, err := res.LastInsertId()
-			if err != nil {
-				t.Fatal(err)
-			}
-			db.MustExec(t, `INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id) VALUES (?, ?, ?)`, []byte(key), seq, id)
-		}
+		db.HeldKey(t, key, "order_event", 10-i)
 	}
 	s, err := outbox.Stats(context.Background(), db)
 	if err != nil {
