@@ -135,6 +135,14 @@ func (d *DB) MustExec(t testing.TB, query string, args ...any) sql.Result {
 	return res
 }
 
+// Pending writes a PENDING row of eventType, stored as bytes, so it may be any (even not UTF-8):
+// a row written by other means than Enqueue.
+func (d *DB) Pending(t testing.TB, eventType string) {
+	t.Helper()
+	d.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts, next_attempt_at, created_at)
+		VALUES (?, '{}', 'PENDING', 0, 10, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`, []byte(eventType))
+}
+
 // HeldKey writes an ordering key held by a FAILED head (seq 1) with one PENDING message of
 // eventType behind it (seq 2), enqueued waitedMin minutes ago, and their queue entries, the way
 // the runtime leaves them; key is stored as bytes, so it may be any (even not UTF-8). It

@@ -28,3 +28,19 @@ func Escape(s string) string {
 	}
 	return b.String()
 }
+
+// Keys returns m keyed by Escape(key), for a map whose keys become label or attribute values
+// (event types are VARBINARY too). Keys that escape alike (one that is not UTF-8 and one that
+// spells its escape out) are combined with add, so that they give one series, not two with the
+// same labels (a failed scrape) or one that hides the other.
+func Keys[V any](m map[string]V, add func(a, b V) V) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		k = Escape(k)
+		if prev, ok := out[k]; ok {
+			v = add(prev, v)
+		}
+		out[k] = v
+	}
+	return out
+}

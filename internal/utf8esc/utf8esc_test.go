@@ -16,3 +16,16 @@ func TestEscape(t *testing.T) {
 		}
 	}
 }
+
+func TestKeys(t *testing.T) {
+	got := Keys(map[string]int{"ok": 1, "bad\xff": 2, `bad\xFF`: 3, "\u00e9": 4}, func(a, b int) int { return a + b })
+	want := map[string]int{"ok": 1, `bad\xFF`: 5, "\u00e9": 4}
+	if len(got) != len(want) {
+		t.Fatalf("Keys = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("Keys[%q] = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}

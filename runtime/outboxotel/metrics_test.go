@@ -280,6 +280,44 @@ func TestStatsGaugesHeldKeys(t *testing.T) {
 	if _, n := point(head, nil); n != 2 {
 		t.Errorf("outboxgen.held_ordering_key.head_id: %d points, want 2 (the two keys that read alike give one)", n)
 	}
+	attributesUTF8(t, got)
+}
+
+// Event types are VARBINARY as well: a row whose event_type is not UTF-8 is reported under the
+// escaped name (an attribute value must be UTF-8), together with a type that reads alike.
+func TestStatsGaugesEventTypeNotUTF8(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	for _, typ := range []string{"bad\xff", "bad\\xFF", "bad\\xFF", "welcome_email"} {
+		db.Pending(t, typ)
+	}
+	db.HeldKey(t, "orders:1", "bad\xfe", 1)
+	m := newMetrics(t)
+	if _, err := outboxotel.RegisterStats(db, outboxotel.WithMeterProvider(m.mp)); err != nil {
+		t.Fatal(err)
+	}
+	got := m.mustCollect(t)
+	for _, c := range []struct {
+		name  string
+		attrs map[string]string
+		want  float64
+	}{
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": `bad\xFF`, "outboxgen.status": "PENDING"}, 3},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "PENDING"}, 1},
+		{"outboxgen.held_ordering_keys", map[string]string{"messaging.destination.name": `bad\xFE`}, 1},
+		{"outboxgen.held_ordering_key.head_id", map[string]string{"messaging.destination.name": `bad\xFE`, "outboxgen.ordering_key": "orders:1"}, -1},
+	} {
+		v, n := point(got[c.name], c.attrs)
+		if n != 1 || c.want >= 0 && v != c.want {
+			t.Errorf("%s%v = %v (%d points), want %v in one point", c.name, c.attrs, v, n, c.want)
+		}
+	}
+	attributesUTF8(t, got)
+}
+
+// attributesUTF8 fails the test for each attribute value of the gauges that is not UTF-8.
+func attributesUTF8(t *testing.T, got map[string]metricdata.Metrics) {
+	t.Helper()
 	for name, mm := range got {
 		if g, ok := mm.Data.(metricdata.Gauge[int64]); ok {
 			for _, p := range g.DataPoints {

@@ -66,7 +66,10 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		if err != nil {
 			return err
 		}
-		for eventType, tc := range s.ByType {
+		// Attribute values must be UTF-8 (an exporter may refuse the whole batch otherwise), and
+		// event_type is VARBINARY: a row written by other means than Enqueue may hold any bytes.
+		byType := utf8esc.Keys(s.ByType, addCounts)
+		for eventType, tc := range byType {
 			for i, n := range []int64{tc.Pending, tc.Processing, tc.Failed} {
 				o.ObserveInt64(messages, n, metric.WithAttributes(
 					semconv.MessagingDestinationName(eventType),
@@ -78,13 +81,22 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		o.ObserveFloat64(oldestDue, s.OldestDue.Seconds())
 		o.ObserveInt64(stale, s.Stale)
 		o.ObserveInt64(stuck, s.Stuck)
-		for eventType, tc := range s.ByType {
+		for eventType, tc := range byType {
 			o.ObserveInt64(held, tc.Held, metric.WithAttributes(semconv.MessagingDestinationName(eventType)))
 		}
 		o.ObserveFloat64(oldestHeld, s.OldestHeld.Seconds())
 		observeHeldHeads(o, heldHead, s.Held)
 		return nil
 	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead)
+}
+
+// addCounts adds the counts these gauges report, for event types that escape alike.
+func addCounts(a, b outbox.TypeCounts) outbox.TypeCounts {
+	a.Pending += b.Pending
+	a.Processing += b.Processing
+	a.Failed += b.Failed
+	a.Held += b.Held
+	return a
 }
 
 // observeHeldHeads reports the message holding each listed held key. Keys are application data

@@ -170,3 +170,38 @@ func TestStatsCollectorHeldKeyNotUTF8(t *testing.T) {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
+
+// Event types are VARBINARY as well: a row whose event_type is not UTF-8 (written by other means
+// than Enqueue) must not break the scrape. It is counted under the escaped name, together with
+// a type that spells that escape out.
+func TestStatsCollectorEventTypeNotUTF8(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	for _, typ := range []string{"bad\xff", "bad\\xFF", "bad\\xFF", "welcome_email"} {
+		db.Pending(t, typ)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(outboxprom.NewStatsCollector(db))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	pending := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "outbox_messages" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["status"] == "PENDING" {
+				pending[labels["event_type"]] += m.GetGauge().GetValue()
+			}
+		}
+	}
+	if len(pending) != 2 || pending["bad\\xFF"] != 3 || pending["welcome_email"] != 1 {
+		t.Errorf("outbox_messages{status=PENDING} by event_type = %v, want bad\\xFF: 3 (the type that is not UTF-8, escaped, with the one that reads alike) and welcome_email: 1", pending)
+	}
+}

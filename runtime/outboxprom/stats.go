@@ -122,7 +122,10 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.messages, err)
 		return
 	}
-	for eventType, tc := range s.ByType {
+	// Label values must be UTF-8 (MustNewConstMetric panics otherwise, taking the scrape and
+	// the process down), and event_type is VARBINARY: a row written by other means than Enqueue
+	// may hold any bytes.
+	for eventType, tc := range utf8esc.Keys(s.ByType, addCounts) {
 		for _, st := range []struct {
 			status outbox.Status
 			n      int64
@@ -149,4 +152,12 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[key] = true
 		ch <- prometheus.MustNewConstMetric(c.heldHead, prometheus.GaugeValue, float64(h.Head), key, string(h.HeadStatus))
 	}
+}
+
+// addCounts adds the counts this collector reports, for event types that escape alike.
+func addCounts(a, b outbox.TypeCounts) outbox.TypeCounts {
+	a.Pending += b.Pending
+	a.Processing += b.Processing
+	a.Failed += b.Failed
+	return a
 }
