@@ -3,7 +3,7 @@
 -- a time, without their payloads (the message page shows one whole). OFFSET paging: a person
 -- reads a few pages; like ListFailed, the server reads the FAILED rows through the claim index's
 -- status prefix. The operator calls of runtime/outbox (Stats, Inspect, Retry, Purge) do the rest.
-SELECT id, event_type, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, attempts, max_attempts, CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type))

@@ -25,10 +25,14 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now;
 -- One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
 -- from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
 -- MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
+-- CAST(... AS BINARY): a text argument is taken in the connection's charset, so a DSN with
+-- charset=utf8 or latin1 would refuse or mangle an emoji; a binary string goes into the utf8mb4
+-- column as the bytes it is (Enqueue checks they are UTF-8). Every read of payload, headers and
+-- last_error casts to binary for the same reason, in the other direction.
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers),
+    sqlc.arg(event_type), CAST(sqlc.arg(payload) AS BINARY), IFNULL(sqlc.arg(idempotency_key), x''), CAST(sqlc.narg(headers) AS BINARY),
     sqlc.narg(ordering_key), sqlc.narg(ordering_seq), 'PENDING', 0, sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(delay_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
@@ -40,7 +44,7 @@ INSERT INTO outbox_messages (
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers), sqlc.arg(max_attempts),
+    sqlc.arg(event_type), CAST(sqlc.arg(payload) AS BINARY), IFNULL(sqlc.arg(idempotency_key), x''), CAST(sqlc.narg(headers) AS BINARY), sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 );
 
@@ -54,7 +58,7 @@ INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at,
     claimed_at, reclaim_after, claim_token
 ) VALUES (
-    sqlc.arg(event_type), sqlc.arg(payload), IFNULL(sqlc.arg(idempotency_key), x''), sqlc.narg(headers),
+    sqlc.arg(event_type), CAST(sqlc.arg(payload) AS BINARY), IFNULL(sqlc.arg(idempotency_key), x''), CAST(sqlc.narg(headers) AS BINARY),
     'PROCESSING', 1, sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
@@ -95,7 +99,8 @@ LIMIT ?;
 -- this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
 -- both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
 -- ids it already holds.
-SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
+       attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice('ids'))
   AND status = 'PENDING'
@@ -113,7 +118,8 @@ FOR UPDATE SKIP LOCKED;
 -- locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
 -- Ordered rows never: whether one is its key's head is a non-locking read (see
 -- MessageClaimCandidates), so they are claimed through the candidates only.
-SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
+       attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > sqlc.arg(after_due) OR (next_attempt_at = sqlc.arg(after_due) AND id > sqlc.arg(after_id)))
@@ -242,7 +248,8 @@ ORDER BY m.event_type;
 
 -- name: MessageListFailed :many
 -- Filters: all_ids (no id filter) or id IN ids; event_type '' = any; failed_since NULL = any.
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, attempts, max_attempts,
+       CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
@@ -253,7 +260,8 @@ LIMIT ?;
 
 -- name: MessageListFailedNewest :many
 -- The same selection, most recently failed first (on-call screens show the newest).
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, attempts, max_attempts,
+       CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
@@ -367,7 +375,7 @@ WHERE status = sqlc.arg(status)
 
 -- name: MessageGet :one
 -- One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
-SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers, ordering_key
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
+       claimed_at, reclaim_after, claim_token, CAST(last_error AS BINARY) AS last_error, created_at, sent_at, failed_at, CAST(headers AS BINARY) AS headers, ordering_key
 FROM outbox_messages
 WHERE id = ?;

@@ -113,7 +113,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	out := make([]claimed, len(rows))
 	for i, r := range rows {
 		out[i] = claimed{
-			id: MessageID(r.ID), eventType: r.EventType, payload: r.Payload, key: r.IdempotencyKey, headers: r.Headers.String,
+			id: MessageID(r.ID), eventType: r.EventType, payload: store.Bytes(r.Payload), key: r.IdempotencyKey, headers: store.Text(r.Headers),
 			orderingKey: r.OrderingKey.String, orderingSeq: r.OrderingSeq.Int64,
 			attempt: int(r.Attempts) + 1, maxAttempts: int(r.MaxAttempts), enqueuedAt: r.CreatedAt, due: r.NextAttemptAt, token: token,
 			claimStart: start,

@@ -226,8 +226,8 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 	out := make([]FailedMessage, len(rows))
 	for i, r := range rows {
 		out[i] = FailedMessage{
-			ID: MessageID(r.ID), EventType: r.EventType, Payload: r.Payload, IdempotencyKey: r.IdempotencyKey,
-			Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), LastError: r.LastError.String,
+			ID: MessageID(r.ID), EventType: r.EventType, Payload: store.Bytes(r.Payload), IdempotencyKey: r.IdempotencyKey,
+			Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), LastError: store.Text(r.LastError),
 			CreatedAt: r.CreatedAt, FailedAt: r.FailedAt.Time,
 		}
 	}
@@ -472,12 +472,12 @@ func Inspect(ctx context.Context, db DBTX, id MessageID) (Record, error) {
 		return Record{}, fmt.Errorf("outbox: Inspect(%d): %w", id, explain(err))
 	}
 	return Record{
-		ID: MessageID(r.ID), EventType: r.EventType, Payload: r.Payload, IdempotencyKey: r.IdempotencyKey,
+		ID: MessageID(r.ID), EventType: r.EventType, Payload: store.Bytes(r.Payload), IdempotencyKey: r.IdempotencyKey,
 		Status: Status(r.Status), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
 		NextAttemptAt: r.NextAttemptAt, ClaimedAt: r.ClaimedAt.Time, ReclaimAfter: r.ReclaimAfter.Time,
-		ClaimToken: r.ClaimToken.String, LastError: r.LastError.String,
+		ClaimToken: r.ClaimToken.String, LastError: store.Text(r.LastError),
 		CreatedAt: r.CreatedAt, SentAt: r.SentAt.Time, FailedAt: r.FailedAt.Time,
-		Headers: decodeHeaders(r.Headers.String), OrderingKey: r.OrderingKey.String,
+		Headers: decodeHeaders(store.Text(r.Headers)), OrderingKey: r.OrderingKey.String,
 	}, nil
 }
 

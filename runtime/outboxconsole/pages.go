@@ -186,7 +186,7 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.now()
 	for _, row := range rows {
 		fr := failedRow{ID: row.ID, Type: c.clean(row.EventType), Attempts: row.Attempts, MaxAttempts: row.MaxAttempts,
-			FailedAt: "-", Error: truncate(oneLine(c.clean(row.LastError.String)), errorHeadLen)}
+			FailedAt: "-", Error: truncate(oneLine(c.clean(store.Text(row.LastError))), errorHeadLen)}
 		if row.FailedAt.Valid {
 			fr.FailedAt, fr.Ago = stamp(row.FailedAt.Time), ago(now, row.FailedAt.Time)
 		}

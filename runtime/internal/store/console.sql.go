@@ -12,7 +12,7 @@ import (
 )
 
 const messageListFailedPage = `-- name: MessageListFailedPage :many
-SELECT id, event_type, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, attempts, max_attempts, CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(? AS SIGNED) = 1 OR event_type = ?)
@@ -32,7 +32,7 @@ type MessageListFailedPageRow struct {
 	EventType   string
 	Attempts    int32
 	MaxAttempts int32
-	LastError   sql.NullString
+	LastError   interface{}
 	CreatedAt   time.Time
 	FailedAt    sql.NullTime
 }

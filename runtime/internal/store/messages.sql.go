@@ -8,7 +8,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"strings"
 	"time"
 )
@@ -123,7 +122,8 @@ func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg Messa
 }
 
 const messageClaimLockIDs = `-- name: MessageClaimLockIDs :many
-SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
+       attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
   AND status = 'PENDING'
@@ -143,9 +143,9 @@ type MessageClaimLockIDsParams struct {
 type MessageClaimLockIDsRow struct {
 	ID             int64
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey string
-	Headers        sql.NullString
+	Headers        interface{}
 	OrderingKey    sql.NullString
 	OrderingSeq    sql.NullInt64
 	Attempts       int32
@@ -256,7 +256,8 @@ func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClai
 }
 
 const messageClaimSelect = `-- name: MessageClaimSelect :many
-SELECT id, event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, attempts, max_attempts, created_at, next_attempt_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
+       attempts, max_attempts, created_at, next_attempt_at
 FROM outbox_messages
 WHERE status = 'PENDING'
   AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
@@ -278,9 +279,9 @@ type MessageClaimSelectParams struct {
 type MessageClaimSelectRow struct {
 	ID             int64
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey string
-	Headers        sql.NullString
+	Headers        interface{}
 	OrderingKey    sql.NullString
 	OrderingSeq    sql.NullInt64
 	Attempts       int32
@@ -499,8 +500,8 @@ func (q *Queries) MessageDeleteLocked(ctx context.Context, db DBTX, ids []int64)
 }
 
 const messageGet = `-- name: MessageGet :one
-SELECT id, event_type, payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
-       claimed_at, reclaim_after, claim_token, last_error, created_at, sent_at, failed_at, headers, ordering_key
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, status, attempts, max_attempts, next_attempt_at,
+       claimed_at, reclaim_after, claim_token, CAST(last_error AS BINARY) AS last_error, created_at, sent_at, failed_at, CAST(headers AS BINARY) AS headers, ordering_key
 FROM outbox_messages
 WHERE id = ?
 `
@@ -508,7 +509,7 @@ WHERE id = ?
 type MessageGetRow struct {
 	ID             int64
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey string
 	Status         OutboxMessagesStatus
 	Attempts       int32
@@ -517,11 +518,11 @@ type MessageGetRow struct {
 	ClaimedAt      sql.NullTime
 	ReclaimAfter   sql.NullTime
 	ClaimToken     sql.NullString
-	LastError      sql.NullString
+	LastError      interface{}
 	CreatedAt      time.Time
 	SentAt         sql.NullTime
 	FailedAt       sql.NullTime
-	Headers        sql.NullString
+	Headers        interface{}
 	OrderingKey    sql.NullString
 }
 
@@ -582,7 +583,7 @@ const messageInsert = `-- name: MessageInsert :execlastid
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    ?, ?, IFNULL(?, x''), ?,
+    ?, CAST(? AS BINARY), IFNULL(?, x''), CAST(? AS BINARY),
     ?, ?, 'PENDING', 0, ?,
     TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 )
@@ -590,9 +591,9 @@ INSERT INTO outbox_messages (
 
 type MessageInsertParams struct {
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey interface{}
-	Headers        sql.NullString
+	Headers        interface{}
 	OrderingKey    sql.NullString
 	OrderingSeq    sql.NullInt64
 	MaxAttempts    int32
@@ -602,6 +603,10 @@ type MessageInsertParams struct {
 // One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
 // from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
 // MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
+// CAST(... AS BINARY): a text argument is taken in the connection's charset, so a DSN with
+// charset=utf8 or latin1 would refuse or mangle an emoji; a binary string goes into the utf8mb4
+// column as the bytes it is (Enqueue checks they are UTF-8). Every read of payload, headers and
+// last_error casts to binary for the same reason, in the other direction.
 func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsert,
 		arg.EventType,
@@ -624,7 +629,7 @@ INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, status, attempts, max_attempts, next_attempt_at, created_at,
     claimed_at, reclaim_after, claim_token
 ) VALUES (
-    ?, ?, IFNULL(?, x''), ?,
+    ?, CAST(? AS BINARY), IFNULL(?, x''), CAST(? AS BINARY),
     'PROCESSING', 1, ?,
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
@@ -635,9 +640,9 @@ INSERT INTO outbox_messages (
 
 type MessageInsertClaimedParams struct {
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey interface{}
-	Headers        sql.NullString
+	Headers        interface{}
 	MaxAttempts    int32
 	LeaseUs        int64
 	ClaimToken     sql.NullString
@@ -668,16 +673,16 @@ const messageInsertNow = `-- name: MessageInsertNow :execlastid
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
 ) VALUES (
-    ?, ?, IFNULL(?, x''), ?, ?,
+    ?, CAST(? AS BINARY), IFNULL(?, x''), CAST(? AS BINARY), ?,
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 )
 `
 
 type MessageInsertNowParams struct {
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey interface{}
-	Headers        sql.NullString
+	Headers        interface{}
 	MaxAttempts    int32
 }
 
@@ -699,7 +704,8 @@ func (q *Queries) MessageInsertNow(ctx context.Context, db DBTX, arg MessageInse
 }
 
 const messageListFailed = `-- name: MessageListFailed :many
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, attempts, max_attempts,
+       CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(? AS SIGNED) = 1 OR id IN (/*SLICE:ids*/?))
@@ -722,11 +728,11 @@ type MessageListFailedParams struct {
 type MessageListFailedRow struct {
 	ID             int64
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey string
 	Attempts       int32
 	MaxAttempts    int32
-	LastError      sql.NullString
+	LastError      interface{}
 	CreatedAt      time.Time
 	FailedAt       sql.NullTime
 }
@@ -782,7 +788,8 @@ func (q *Queries) MessageListFailed(ctx context.Context, db DBTX, arg MessageLis
 }
 
 const messageListFailedNewest = `-- name: MessageListFailedNewest :many
-SELECT id, event_type, payload, idempotency_key, attempts, max_attempts, last_error, created_at, failed_at
+SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, attempts, max_attempts,
+       CAST(last_error AS BINARY) AS last_error, created_at, failed_at
 FROM outbox_messages
 WHERE status = 'FAILED'
   AND (CAST(? AS SIGNED) = 1 OR id IN (/*SLICE:ids*/?))
@@ -805,11 +812,11 @@ type MessageListFailedNewestParams struct {
 type MessageListFailedNewestRow struct {
 	ID             int64
 	EventType      string
-	Payload        json.RawMessage
+	Payload        interface{}
 	IdempotencyKey string
 	Attempts       int32
 	MaxAttempts    int32
-	LastError      sql.NullString
+	LastError      interface{}
 	CreatedAt      time.Time
 	FailedAt       sql.NullTime
 }
