@@ -33,8 +33,11 @@ func CheckToken(token string) error {
 	if strings.IndexFunc(token, unicode.IsControl) >= 0 {
 		return fmt.Errorf("the token has a control character; %s", TokenHint)
 	}
-	if strings.TrimSpace(token) != token {
-		return fmt.Errorf("the token starts or ends with a space; %s", TokenHint)
+	switch trimmed := strings.TrimSpace(token); {
+	case token != "" && trimmed == "":
+		return fmt.Errorf("the token is only spaces; %s", TokenHint)
+	case trimmed != token:
+		return fmt.Errorf("the token starts or ends with a space (a bearer header is read without them); %s", TokenHint)
 	}
 	n := utf8.RuneCountInString(token)
 	if n < minTokenChars {
