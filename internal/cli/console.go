@@ -21,9 +21,34 @@ import (
 // process listing.
 const envConsoleToken = "OUTBOX_CONSOLE_TOKEN"
 
-// minTokenLen is the shortest token accepted: the token is all that guards a non-loopback
-// console.
-const minTokenLen = 16
+// serverLimits bounds what one connection may hold of the console's server: a client that
+// sends its headers or body slowly, or keeps an idle connection open, is cut off instead of
+// holding a connection and a goroutine for as long as it likes.
+type serverLimits struct {
+	// ReadHeader and Read bound reading a request's headers, then all of it; the console's
+	// forms are small. Write bounds the handler and the response together, so it exceeds the
+	// console's query timeout (15s). Idle bounds a kept-alive connection between requests.
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+var defaultServerLimits = serverLimits{
+	ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute,
+	MaxHeaderBytes: 64 << 10,
+}
+
+// consoleServer is the console's http.Server.
+func consoleServer(h http.Handler, logger *slog.Logger, l serverLimits) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeader,
+		ReadTimeout:       l.Read,
+		WriteTimeout:      l.Write,
+		IdleTimeout:       l.Idle,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
 
 const consoleHelp = `usage: outboxgen console [--addr 127.0.0.1:8080] [--allow-writes] [--token T] [--dsn DSN]
 
@@ -38,10 +63,12 @@ CSRF-protected, and logged on stderr as "console write" with the remote address,
 the ids or event type, and the count.
 
 It binds to loopback by default and then answers only requests addressed to a loopback name
-(no DNS rebinding). Any other --addr needs a token of at least 16 characters (--token, or
-better $OUTBOX_CONSOLE_TOKEN, which keeps it out of the process list): the browser gets a
-login form, scripts send "Authorization: Bearer <token>". The console speaks plain HTTP: over a
-network, prefer an SSH tunnel to a loopback console, or a TLS proxy in front of it.
+(no DNS rebinding). Any other --addr needs a random token (--token, or better
+$OUTBOX_CONSOLE_TOKEN, which keeps it out of the process list): at least 16 characters, 8
+distinct ones and about 64 bits by their count, e.g. from ` + "`openssl rand -hex 32`" + `. The
+browser gets a login form, scripts send "Authorization: Bearer <token>"; wrong tokens are
+throttled (10 at once per address, then one every 6s; 429 past that). The console speaks plain
+HTTP: over a network, prefer an SSH tunnel to a loopback console, or a TLS proxy in front of it.
 `
 
 func runConsole(args []string, stdout, stderr io.Writer) int {
@@ -53,6 +80,11 @@ func runConsole(args []string, stdout, stderr io.Writer) int {
 // serveConsole runs the console until ctx is done, with getenv for the environment; ready,
 // when not nil, is called with the listening address once it accepts connections (tests).
 func serveConsole(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ready func(net.Addr)) int {
+	return serveConsoleLimits(ctx, args, stdout, stderr, getenv, ready, defaultServerLimits)
+}
+
+// serveConsoleLimits is serveConsole with the server's limits given (tests shorten them).
+func serveConsoleLimits(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ready func(net.Addr), limits serverLimits) int {
 	c := newOpsCmd("console", consoleHelp, stdout, stderr)
 	c.getenv = getenv
 	addr := c.fs.String("addr", "127.0.0.1:8080", "listen address; not loopback needs --token")
@@ -73,8 +105,11 @@ func serveConsole(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	case !loopback && token == "":
 		return c.usageErr("--addr %s is not a loopback address: anyone who reaches it could read payloads%s; give a --token (or $%s), or bind to 127.0.0.1",
 			*addr, map[bool]string{true: " and retry or purge", false: ""}[*writes], envConsoleToken)
-	case token != "" && len(token) < minTokenLen:
-		return c.usageErr("the token must be at least %d characters (got %d)", minTokenLen, len(token))
+	}
+	if token != "" {
+		if err := outboxconsole.CheckToken(token); err != nil {
+			return c.usageErr("%v", err)
+		}
 	}
 	db, code, ok := c.open(ctx)
 	if !ok {
@@ -101,11 +136,7 @@ func serveConsole(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		cons.Close()
 		return c.closeDB(db, c.usageErr("cannot listen on %s: %v", *addr, err))
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := consoleServer(h, logger, limits)
 	mode := "read-only"
 	if *writes {
 		mode = "writes allowed"

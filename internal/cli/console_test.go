@@ -90,8 +90,8 @@ func httpGet(t *testing.T, u string, header ...string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// TestConsoleNonLoopbackNeedsToken: any address but loopback is refused without a token (and
-// with a short one), before anything listens.
+// TestConsoleNonLoopbackNeedsToken: any address but loopback is refused without a token, and
+// any address with a token that is short or easy to guess, before anything listens.
 func TestConsoleNonLoopbackNeedsToken(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -104,6 +104,9 @@ func TestConsoleNonLoopbackNeedsToken(t *testing.T) {
 		{[]string{"--addr", "192.0.2.1:8080"}, nil, "give a --token (or $OUTBOX_CONSOLE_TOKEN)"},
 		{[]string{"--addr", "0.0.0.0:0", "--token", "short"}, nil, "at least 16 characters"},
 		{[]string{"--addr", "0.0.0.0:0"}, map[string]string{envConsoleToken: "short"}, "at least 16 characters"},
+		{[]string{"--addr", "0.0.0.0:0", "--token", "                "}, nil, "only spaces"},
+		{[]string{"--addr", "0.0.0.0:0"}, map[string]string{envConsoleToken: "aaaaaaaaaaaaaaaa"}, "only 1 distinct"},
+		{[]string{"--addr", "127.0.0.1:0", "--token", "abababababababababababababababab"}, nil, "only 2 distinct"},
 		{[]string{"--addr", "nonsense"}, nil, "want host:port"},
 	} {
 		var out, errb bytes.Buffer

@@ -22,9 +22,13 @@ type selection struct {
 	eventType string
 }
 
-func parseSelection(form url.Values) (selection, error) {
+// parseSelection reads a write's form: ids, or an event type (by reference, or as plain text).
+func (c *Console) parseSelection(form url.Values) (selection, error) {
 	var s selection
-	s.eventType = form.Get("type")
+	var err error
+	if s.eventType, err = c.types.eventType(form); err != nil {
+		return s, err
+	}
 	ids := form["id"]
 	if len(ids) > maxSelected {
 		return s, fmt.Errorf("%d ids selected; at most %d at a time", len(ids), maxSelected)
@@ -59,7 +63,8 @@ type confirmData struct {
 	Effect  string
 	Button  string
 	Count   int64
-	Type    string
+	Type    string // as shown
+	TypeRef string // the type's reference (typeref.go), posted back by Confirm
 	IDs     []int64
 	Back    string
 }
@@ -77,7 +82,7 @@ func (c *Console) write(w http.ResponseWriter, r *http.Request, action string) {
 		c.refuse(w, r, action, status, reason)
 		return
 	}
-	sel, err := parseSelection(r.PostForm)
+	sel, err := c.parseSelection(r.PostForm)
 	if err != nil {
 		c.refuse(w, r, action, http.StatusBadRequest, err.Error())
 		return
@@ -128,7 +133,10 @@ func (c *Console) refuse(w http.ResponseWriter, r *http.Request, action string, 
 }
 
 func (c *Console) confirmPage(action string, sel selection, n int64) confirmData {
-	d := confirmData{Action: action, Count: n, Type: c.clean(sel.eventType), Back: backURL(sel)}
+	d := confirmData{Action: action, Count: n, Type: c.clean(sel.eventType), Back: c.backURL(sel)}
+	if sel.eventType != "" {
+		d.TypeRef = c.types.seal(sel.eventType)
+	}
 	for _, id := range sel.ids {
 		d.IDs = append(d.IDs, int64(id))
 	}
@@ -165,12 +173,12 @@ func (c *Console) confirmPage(action string, sel selection, n int64) confirmData
 }
 
 // backURL is where Cancel goes: the message, or the list the selection came from.
-func backURL(sel selection) string {
+func (c *Console) backURL(sel selection) string {
 	if len(sel.ids) == 1 {
 		return "message?id=" + strconv.FormatInt(int64(sel.ids[0]), 10)
 	}
 	if sel.eventType != "" {
-		return "failed?" + url.Values{"type": {sel.eventType}}.Encode()
+		return c.failedURL(sel.eventType)
 	}
 	return "failed"
 }
@@ -187,7 +195,7 @@ func (c *Console) afterWrite(action string, sel selection, n int64) string {
 	}
 	v := url.Values{key: {strconv.FormatInt(n, 10)}}
 	if sel.eventType != "" {
-		v.Set("type", sel.eventType)
+		c.typeQuery(v, sel.eventType)
 	}
 	return "failed?" + v.Encode()
 }

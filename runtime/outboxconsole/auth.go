@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // The token and the CSRF checks. With a token, the login form posts it once; the console
@@ -19,6 +20,9 @@ import (
 // of the login URL: the console's mount point.
 const cookieName = "outboxconsole_session"
 
+// maxLoginBody bounds the login form: a token and where to go next.
+const maxLoginBody = 16 << 10
+
 // sessionValue is the session cookie's value for token under the process secret.
 func sessionValue(secret, token string) string {
 	m := hmac.New(sha256.New, []byte(secret))
@@ -28,15 +32,30 @@ func sessionValue(secret, token string) string {
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// authorized says whether r carries the session cookie or the bearer token.
-func (c *Console) authorized(r *http.Request) bool {
+// authorized says whether r carries the session cookie or the bearer token. A bearer token is
+// throttled as a login is: wait > 0 when this client may not try one now.
+func (c *Console) authorized(r *http.Request) (ok bool, wait time.Duration) {
 	if ck, err := r.Cookie(cookieName); err == nil && equal(ck.Value, c.cookie) {
-		return true
+		return true, 0
 	}
-	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(strings.TrimSpace(auth), c.cfg.token) {
-		return true
+	auth, has := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !has {
+		return false, 0
 	}
-	return false
+	ok, wait, first := c.logins.try(clientOf(r), func() bool { return equal(strings.TrimSpace(auth), c.cfg.token) })
+	c.logRefusedToken(r, "bearer", ok, wait, first)
+	return ok, wait
+}
+
+// logRefusedToken logs a wrong token, and the first of a run of throttled tries.
+func (c *Console) logRefusedToken(r *http.Request, via string, ok bool, wait time.Duration, first bool) {
+	switch {
+	case ok:
+	case wait == 0:
+		c.cfg.logger.Warn("console login refused", "remote_addr", r.RemoteAddr, "via", via)
+	case first:
+		c.cfg.logger.Warn("console logins throttled", "remote_addr", r.RemoteAddr, "via", via, "retry_after_s", retryAfter(wait))
+	}
 }
 
 // loginRequired answers a request without credentials: the login form with 401 for a page, a
@@ -54,6 +73,7 @@ func (c *Console) loginRequired(w http.ResponseWriter, r *http.Request) {
 type loginPage struct {
 	Next   string
 	Failed bool
+	Wait   string // seconds, when the throttle refused the try
 }
 
 // loginNext is where a successful login goes: the page asked for, as a relative URL.
@@ -67,7 +87,7 @@ func loginNext(r *http.Request) string {
 }
 
 func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.token == "" || c.authorized(r) {
+	if ok, _ := c.authorized(r); c.cfg.token == "" || ok {
 		seeOther(w, "./")
 		return
 	}
@@ -83,9 +103,21 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "403 forbidden: "+reason, http.StatusForbidden)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "400 bad request: unreadable login form", http.StatusBadRequest)
+		return
+	}
 	next := safeNext(r.PostFormValue("next"))
-	if !equal(r.PostFormValue("token"), c.cfg.token) {
-		c.cfg.logger.Warn("console login refused", "remote_addr", r.RemoteAddr)
+	token := r.PostFormValue("token")
+	ok, wait, first := c.logins.try(clientOf(r), func() bool { return equal(token, c.cfg.token) })
+	c.logRefusedToken(r, "form", ok, wait, first)
+	switch {
+	case wait > 0:
+		w.Header().Set("Retry-After", retryAfter(wait))
+		c.render(w, r, http.StatusTooManyRequests, "login", loginPage{Next: next, Wait: retryAfter(wait)})
+		return
+	case !ok:
 		c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: next, Failed: true})
 		return
 	}

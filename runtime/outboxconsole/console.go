@@ -20,6 +20,9 @@ type Console struct {
 	csrf   string // the per-process CSRF token: hex of 32 random bytes
 	cookie string // the session cookie's value when a token is set: an HMAC of the token
 	samp   *sampler
+	types  typeSealer
+	logins *throttle
+	weak   error // why the token is refused (CheckToken); every request is then refused
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -56,6 +59,8 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithToken makes every page require token: a login form sets a cookie derived from it, or a
 // client sends "Authorization: Bearer <token>". An empty token means none. Defaults to none:
 // without a token, bind to loopback or mount the console behind your own authentication.
+// The token must pass CheckToken; a console given a weaker one logs why and refuses every
+// request with 500. Wrong tokens are throttled (see the package documentation).
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithRedact masks secrets in text read from the database (event types, keys, last_error,
@@ -112,6 +117,7 @@ func New(db *sql.DB, opts ...Option) *Console {
 	if cfg.redact == nil {
 		cfg.redact = func(s string) string { return s }
 	}
+	cfg.title = visibleLine(cfg.title)
 	if cfg.sampleEvery <= 0 {
 		cfg.sampleEvery = 10 * time.Second
 	}
@@ -122,8 +128,13 @@ func New(db *sql.DB, opts ...Option) *Console {
 		cfg.timeout = 15 * time.Second
 	}
 	c := &Console{db: db, cfg: cfg, csrf: randomHex(32), done: make(chan struct{})}
+	c.types = newTypeSealer(c.csrf)
+	c.logins = newThrottle(cfg.now)
 	if cfg.token != "" {
 		c.cookie = sessionValue(c.csrf, cfg.token)
+		if c.weak = CheckToken(cfg.token); c.weak != nil {
+			cfg.logger.Error("console token refused: every request is refused until it is replaced", "err", c.weak)
+		}
 	}
 	c.samp = newSampler(db, cfg.sampleEvery, cfg.now)
 	c.routes()
@@ -172,15 +183,29 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		h.Set("Cache-Control", "no-store")
 	}
-	if c.cfg.token != "" && !c.authorized(r) && r.URL.Path != "/login" && !strings.HasPrefix(r.URL.Path, "/static/") {
-		c.loginRequired(w, r)
+	if c.weak != nil {
+		http.Error(w, "500 internal error: the console's token is refused: "+c.weak.Error(), http.StatusInternalServerError)
 		return
+	}
+	if c.cfg.token != "" && r.URL.Path != "/login" && !strings.HasPrefix(r.URL.Path, "/static/") {
+		switch ok, wait := c.authorized(r); {
+		case wait > 0:
+			tooManyTries(w, wait)
+			return
+		case !ok:
+			c.loginRequired(w, r)
+			return
+		}
 	}
 	c.mux.ServeHTTP(w, r)
 }
 
-// clean masks secrets in text from the database or an error.
-func (c *Console) clean(s string) string { return c.cfg.redact(s) }
+// clean makes one line of text from the database or an error fit to show: secrets masked
+// (WithRedact), then invisible characters escaped (visibleLine).
+func (c *Console) clean(s string) string { return visibleLine(c.cfg.redact(s)) }
+
+// cleanBlock is clean for a text shown in a <pre>, whose line breaks stay.
+func (c *Console) cleanBlock(s string) string { return visibleBlock(c.cfg.redact(s)) }
 
 func (c *Console) errText(err error) string { return c.clean(err.Error()) }
 

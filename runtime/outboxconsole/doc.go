@@ -16,6 +16,11 @@
 // Links are relative and the pages are flat (overview at "/" of the mount, then failed,
 // message?id=N, jobs), so it works under any prefix that ends in a slash.
 //
+// Serve it from an http.Server with timeouts, as `outboxgen console` does: ReadHeaderTimeout
+// and ReadTimeout (10s and 30s there: its forms are small), a WriteTimeout longer than
+// WithQueryTimeout (60s), an IdleTimeout (2m) and MaxHeaderBytes (64 KiB). The zero
+// http.Server has none, and lets a client that sends slowly hold a connection forever.
+//
 // # Writes
 //
 // The console is read-only unless AllowWrites is given. Writes (retry one, selected or every
@@ -30,13 +35,24 @@
 //
 // WithToken makes every page require a token: a login form sets a cookie derived from it (so
 // the token itself is never stored in the browser), or a client sends "Authorization: Bearer
-// <token>". Compared in constant time. Without WithToken the console trusts whoever reaches it:
-// bind it to loopback, or mount it behind your own authentication.
+// <token>". Compared in constant time. The token must pass CheckToken (random, not merely
+// long). Wrong tokens are throttled: 10 at once from one address (an IPv6 address by its /64),
+// then one every 6s, and 100 at once from all addresses together, then 10 a second; past that
+// a login or a bearer token is answered 429 with Retry-After without being compared, and the
+// first refusal of a run is logged. A session cookie is never throttled. Without WithToken the
+// console trusts whoever reaches it: bind it to loopback, or mount it behind your own
+// authentication.
 //
 // # Escaping
 //
 // Payloads, errors and event types come from the database and are attacker-controlled: they
 // reach the page only through html/template, which escapes them for their context, never as
 // template.HTML. WithRedact additionally masks secrets (the CLI passes the DSN's password) in
-// every text read from the database and in every error shown or logged.
+// every text read from the database and in every error shown or logged. Characters that change
+// how text reads without showing (controls, bidi overrides and marks, zero-width and other
+// format characters, line separators) and bytes that are not UTF-8 are shown as escapes,
+// \u202E or \xFF, so "safe_\u202Eliame_emoclew" never reads as "safe_welcome_email". A payload
+// is shown as stored, not re-indented, and cut after 64 KiB with a note. Forms and links name an
+// event type by a reference to its exact bytes, so retrying a type retries that type even when
+// it is masked, escaped, or holds a byte a browser would not send back.
 package outboxconsole

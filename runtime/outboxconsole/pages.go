@@ -1,10 +1,9 @@
 package outboxconsole
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -30,6 +29,8 @@ func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 type typeRow struct {
 	Type                                                 string
+	Ref                                                  string // the type's reference (typeref.go)
+	FailedURL                                            string
 	Pending, Due, Processing, Stale, Stuck, Failed, Held int64
 	OldestPending, OldestDue                             string
 }
@@ -74,7 +75,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	snap, err := outbox.Stats(ctx, c.db)
 	var recent int64
 	if err == nil && snap.Failed > 0 {
-		recent, err = outbox.Retry(ctx, c.db, outbox.Filter{FailedSince: now.Add(-c.cfg.window), DryRun: true})
+		recent, err = c.failedWithin(ctx, c.cfg.window)
 	}
 	if err != nil {
 		d.Err = c.errText(err)
@@ -90,13 +91,30 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed, Held: snap.HeldKeys,
 			OldestPending: ageIf(snap.Pending, snap.OldestPending), OldestDue: ageIf(snap.Due, snap.OldestDue)}
 		for t, tc := range snap.ByType {
-			d.Types = append(d.Types, typeRow{Type: c.clean(t), Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+			d.Types = append(d.Types, typeRow{Type: c.clean(t), Ref: c.types.seal(t), FailedURL: c.failedURL(t), Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
 				Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held,
 				OldestPending: ageIf(tc.Pending, tc.OldestPending), OldestDue: ageIf(tc.Due, tc.OldestDue)})
 		}
 		sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Type < d.Types[j].Type })
 	}
 	c.renderRefresh(w, r, status, "overview", d, 10)
+}
+
+// failedWithin counts the messages that FAILED within window of the database clock, which
+// wrote their failed_at: this process's clock may be off.
+func (c *Console) failedWithin(ctx context.Context, window time.Duration) (int64, error) {
+	n, err := store.New().MessageCountFailedWithin(ctx, c.db, window.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("outboxconsole: count recent failures: %w", err)
+	}
+	return n, nil
+}
+
+// failedURL links to the FAILED list of event type t.
+func (c *Console) failedURL(t string) string {
+	v := url.Values{}
+	c.typeQuery(v, t)
+	return "failed?" + v.Encode()
 }
 
 // ageIf prints an age, or "-" when nothing is counted (as `outboxgen status` does).
@@ -118,13 +136,15 @@ type failedRow struct {
 }
 
 type typeOption struct {
-	Name     string
+	Name     string // as shown
+	Ref      string // the type's reference (typeref.go)
 	Failed   int64
 	Selected bool
 }
 
 type failedData struct {
-	Type             string
+	Type             string // as shown
+	Ref              string // the type's reference, when one is selected
 	Types            []typeOption
 	TotalFailed      int64
 	Count            int64
@@ -142,7 +162,12 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	q := r.URL.Query()
-	d := failedData{Type: q.Get("type"), Page: 1, Notice: notice(q)}
+	d := failedData{Page: 1, Notice: notice(q)}
+	eventType, err := c.types.eventType(q)
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	if p, err := strconv.ParseInt(q.Get("page"), 10, 64); err == nil && p > 1 {
 		d.Page = p
 	}
@@ -154,29 +179,30 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	}
 	d.TotalFailed = snap.Failed
 	d.Count = snap.Failed
-	if d.Type != "" {
-		d.Count = snap.ByType[d.Type].Failed
+	if eventType != "" {
+		d.Count = snap.ByType[eventType].Failed
+		d.Type, d.Ref = c.clean(eventType), c.types.seal(eventType)
 	}
 	seen := false
 	for t, tc := range snap.ByType {
 		if tc.Failed > 0 {
-			d.Types = append(d.Types, typeOption{Name: c.clean(t), Failed: tc.Failed, Selected: t == d.Type})
-			seen = seen || t == d.Type
+			d.Types = append(d.Types, typeOption{Name: c.clean(t), Ref: c.types.seal(t), Failed: tc.Failed, Selected: t == eventType})
+			seen = seen || t == eventType
 		}
 	}
-	if d.Type != "" && !seen {
-		d.Types = append(d.Types, typeOption{Name: c.clean(d.Type), Selected: true})
+	if eventType != "" && !seen {
+		d.Types = append(d.Types, typeOption{Name: d.Type, Ref: d.Ref, Selected: true})
 	}
 	sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Name < d.Types[j].Name })
 	size := int64(c.cfg.pageSize)
 	d.Pages = max((d.Count+size-1)/size, 1)
 	offset := (d.Page - 1) * size
 	var anyType int64
-	if d.Type == "" {
+	if eventType == "" {
 		anyType = 1
 	}
 	rows, err := store.New().MessageListFailedPage(ctx, c.db, store.MessageListFailedPageParams{
-		AnyType: anyType, EventType: d.Type, Limit: int32(size), Offset: int32(min(offset, 1<<31-1)),
+		AnyType: anyType, EventType: eventType, Limit: int32(size), Offset: int32(min(offset, 1<<31-1)),
 	})
 	if err != nil {
 		d.Err = c.errText(err)
@@ -186,7 +212,7 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.now()
 	for _, row := range rows {
 		fr := failedRow{ID: row.ID, Type: c.clean(row.EventType), Attempts: row.Attempts, MaxAttempts: row.MaxAttempts,
-			FailedAt: "-", Error: truncate(oneLine(c.clean(store.Text(row.LastError))), errorHeadLen)}
+			FailedAt: "-", Error: visibleLine(truncate(oneLine(c.cfg.redact(store.Text(row.LastError))), errorHeadLen))}
 		if row.FailedAt.Valid {
 			fr.FailedAt, fr.Ago = stamp(row.FailedAt.Time), ago(now, row.FailedAt.Time)
 		}
@@ -197,8 +223,8 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	}
 	link := func(p int64) string {
 		v := url.Values{}
-		if d.Type != "" {
-			v.Set("type", d.Type)
+		if eventType != "" {
+			c.typeQuery(v, eventType)
 		}
 		if p > 1 {
 			v.Set("page", strconv.FormatInt(p, 10))
@@ -214,7 +240,6 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	if d.Page < d.Pages {
 		d.NextURL = link(d.Page + 1)
 	}
-	d.Type = c.clean(d.Type)
 	c.render(w, r, http.StatusOK, "failed", d)
 }
 
@@ -277,7 +302,7 @@ func (c *Console) message(w http.ResponseWriter, r *http.Request) {
 	d := messageData{
 		ID: id, Type: c.clean(rec.EventType), Key: c.clean(rec.IdempotencyKey), ClaimToken: c.clean(rec.ClaimToken),
 		Status: string(rec.Status), Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts,
-		LastError: c.clean(rec.LastError), Notice: notice(r.URL.Query()),
+		LastError: c.cleanBlock(rec.LastError), Notice: notice(r.URL.Query()),
 	}
 	d.OrderingKey = c.clean(rec.OrderingKey)
 	for k, v := range rec.Headers {
@@ -292,13 +317,7 @@ func (c *Console) message(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Explain = explain(rec, now)
 	d.Timeline = timeline(rec, now)
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, rec.Payload, "", "  "); err == nil {
-		d.Payload = c.clean(pretty.String())
-	} else {
-		d.Payload = c.clean(string(rec.Payload))
-		d.PayloadNote = "Not valid JSON; shown as stored."
-	}
+	d.Payload, d.PayloadNote = c.payloadText(rec.Payload)
 	refresh := 0
 	if rec.Status == outbox.StatusPending || rec.Status == outbox.StatusProcessing {
 		refresh = 3 // on its way: show it arrive
@@ -440,9 +459,15 @@ func formatTook(d time.Duration) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// truncate cuts s after n characters, marking the cut with "…". A byte that is not UTF-8
+// counts as one character and stays as it is, for visibleLine to escape.
 func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+	for i := 0; i < len(s); n-- {
+		if n == 0 {
+			return s[:i] + "…"
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 	}
-	return string([]rune(s)[:n]) + "…"
+	return s
 }

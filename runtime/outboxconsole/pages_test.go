@@ -52,9 +52,17 @@ func TestFailedListPagesNewestFirst(t *testing.T) {
 		t.Error("the last page links to an older one")
 	}
 	all := b.get("/failed")
-	b.mustContain(all, "123 FAILED message(s)", "page 1 of 3", `<option value="bulk">bulk (120)</option>`, `<option value="other">other (3)</option>`)
+	b.mustContain(all, "123 FAILED message(s)", "page 1 of 3", `>bulk (120)</option>`, `>other (3)</option>`)
 	if other := b.get("/failed?type=other"); len(listed(other.body)) != 3 {
 		t.Errorf("type other lists %d messages, want 3", len(listed(other.body)))
+	}
+	// The filter's options name each type by reference; choosing one lists that type.
+	opt := regexp.MustCompile(`<option value="([^"]+)">other \(3\)</option>`).FindStringSubmatch(all.body)
+	if opt == nil {
+		t.Fatalf("no option for type other:\n%s", all.body)
+	}
+	if other := b.get("/failed?typeref=" + opt[1]); len(listed(other.body)) != 3 || !strings.Contains(other.body, "3 FAILED message(s) of this type") {
+		t.Errorf("the option for type other lists %d messages, want 3:\n%s", len(listed(other.body)), other.body)
 	}
 }
 
@@ -65,7 +73,7 @@ func TestMessagePage(t *testing.T) {
 	id := b.failed("payment_failed", 60, "card declined\ngoroutine 7 [running]:\nmain.handle()")
 	r := b.get(fmt.Sprintf("/message?id=%d", id))
 	b.mustContain(r, `id="status">FAILED<`, "10 of 10", "card declined\ngoroutine 7 [running]:\nmain.handle()",
-		"{\n  &#34;n&#34;: 1\n}", "not tried again until someone retries it")
+		`<pre class="payload" id="payload">{&#34;n&#34;:1}</pre>`, "not tried again until someone retries it")
 	enq, failed := strings.Index(r.body, "enqueued"), strings.Index(r.body, `<span class="what">failed</span>`)
 	if enq < 0 || failed < 0 || enq > failed {
 		t.Errorf("the timeline should list enqueued before failed:\n%s", r.body)

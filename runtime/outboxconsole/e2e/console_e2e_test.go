@@ -196,7 +196,7 @@ func TestConsoleInChromium(t *testing.T) {
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#failed-list a[href="message?id=%d"]`, failedID))),
 		chromedp.WaitVisible(chromedp.CSS("#payload")))
 	status, shownPayload, shownError := text(t, ctx, "#status"), text(t, ctx, "#payload"), text(t, ctx, "#last-error")
-	if status != "FAILED" || !strings.Contains(shownPayload, `"note": "</script><script>alert(1)</script>"`) ||
+	if status != "FAILED" || !strings.Contains(shownPayload, `"note":"</script><script>alert(1)</script>"`) ||
 		!strings.Contains(shownError, "gateway said <b>402</b> card_declined") {
 		t.Errorf("message page: status %q, payload %q, error %q; want FAILED and the text shown as text", status, shownPayload, shownError)
 	}
