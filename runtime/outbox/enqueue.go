@@ -140,14 +140,6 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if o.delay > maxDelay {
 		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
 	}
-	headers, err := headersOf(ctx, m.EventType, o.headers)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
-	}
-	hdr, err := encodeHeaders(headers)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: Enqueue %q: headers: %w", m.EventType, err)
-	}
 	// Only an ordered message takes more than one statement (its key's counter, the message,
 	// its queue entry); on a handle that autocommits, they get a transaction of their own.
 	var own bool
@@ -169,6 +161,14 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 			return 0, refuseAutocommit(m.EventType, tx)
 		}
 		own = !in
+	}
+	headers, err := headersOf(ctx, m.EventType, o.headers)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
+	}
+	hdr, err := encodeHeaders(headers)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: headers: %w", m.EventType, err)
 	}
 	if own {
 		return enqueueOwnTx(ctx, tx, m, o, hdr)
