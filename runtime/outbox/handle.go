@@ -44,6 +44,9 @@ func kindOf(tx DBTX) handleKind {
 	case *sql.Conn:
 		return handleConn
 	}
+	if _, ok := tx.(interface{ Commit() error }); ok {
+		return handleTx // an ORM's transaction, a type wrapping *sql.Tx
+	}
 	if _, ok := tx.(interface{ Stats() sql.DBStats }); ok {
 		return handlePool
 	}
