@@ -45,12 +45,18 @@ type enqueueOptions struct {
 	headers    map[string]string
 }
 
-// Standalone allows Enqueue on a *sql.DB, where the message commits on its own at once. That is
+// Standalone allows Enqueue on a pool (*sql.DB, or an ORM's handle outside a transaction) or
+// a *sql.Conn outside a transaction, where the message commits on its own at once. That is
 // right only when the message is the only write it belongs with: a scheduled reminder, a
 // message about data in another system, a backfill. Beside a business change in this database,
-// enqueue on that change's *sql.Tx instead: with a *sql.DB, the message is committed whether or
+// enqueue on that change's *sql.Tx instead: with a pool, the message is committed whether or
 // not the change is (the dual write outboxgen exists to prevent), so Enqueue refuses it unless
 // this option says it is meant.
+//
+// The message still commits whole or not at all: an ordered message, which takes several
+// statements, is written in a transaction of its own, begun with the handle's BeginTx and
+// committed before Enqueue returns. An error from that commit leaves it unknown whether the
+// message was committed (whole, if it was).
 func Standalone() EnqueueOption {
 	return func(o *enqueueOptions) { o.standalone = true }
 }
@@ -81,23 +87,23 @@ func isNil(tx DBTX) bool {
 	return false
 }
 
-// isPool says tx is a connection pool (*sql.DB, or a type embedding one: sqlx.DB, ...), on
-// which every statement autocommits: only *sql.DB has Stats.
-func isPool(tx DBTX) bool {
-	_, ok := tx.(interface{ Stats() sql.DBStats })
-	return ok
-}
-
 // maxDelay keeps a delay in microseconds well inside MariaDB's DATETIME range arithmetic.
 const maxDelay = 100 * 365 * 24 * time.Hour
 
 // Enqueue inserts m into outbox_messages on tx, which should be the caller's own transaction:
 // the message becomes visible to workers only when the caller commits, and disappears if the
-// caller rolls back, together with the business change it belongs to. Enqueue never begins,
-// commits or rolls back anything; it is one INSERT, sent as one round trip whatever the DSN
-// (see inlineExec). Because it cannot
+// caller rolls back, together with the business change it belongs to. On a transaction
+// Enqueue never begins, commits or rolls back anything; an unordered message is one INSERT,
+// sent as one round trip whatever the DSN (see inlineExec). Because it cannot
 // know when the caller commits, it cannot wake the worker: use InTx, or call Worker.Wake after
 // Commit, to cut the latency below the worker's PollInterval.
+//
+// tx may be a *sql.Tx (or a type wrapping one, an ORM's transaction), or a *sql.Conn inside a
+// transaction (BEGIN on it; two round trips more, to ask the session). A handle on which the
+// message would commit on its own is refused unless Standalone is given: a *sql.DB, any other
+// handle that can begin transactions and has no Commit (an ORM's pool), a *sql.Conn outside
+// a transaction. Whatever the handle, the message and its ordering entries commit together or
+// not at all.
 //
 // m.EventType must be non-empty and m.Payload valid JSON of at most MaxPayloadBytes; the
 // payload is stored and delivered byte for byte (key order, spacing and number spelling are
@@ -131,11 +137,30 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if isPool(tx) && !o.standalone {
-		return 0, fmt.Errorf("outbox: Enqueue %q: tx is a *sql.DB, so the message would commit on its own, whether or not your business change does: pass the *sql.Tx of the transaction that makes the change, or outbox.Standalone() if the message is the only write", m.EventType)
-	}
 	if o.delay > maxDelay {
 		return 0, fmt.Errorf("outbox: Enqueue %q: Delay %s longer than %s", m.EventType, o.delay, maxDelay)
+	}
+	// Only an ordered message takes more than one statement (its key's counter, the message,
+	// its queue entry); on a handle that autocommits, they get a transaction of their own.
+	var own bool
+	switch kindOf(tx) {
+	case handlePool:
+		if !o.standalone {
+			return 0, refuseAutocommit(m.EventType, tx)
+		}
+		own = m.OrderingKey != ""
+	case handleConn:
+		if o.standalone && m.OrderingKey == "" {
+			break // one statement: atomic whether the session is in a transaction or not
+		}
+		in, err := inTransaction(ctx, tx)
+		if err != nil {
+			return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
+		}
+		if !in && !o.standalone {
+			return 0, refuseAutocommit(m.EventType, tx)
+		}
+		own = !in
 	}
 	headers, err := headersOf(ctx, m.EventType, o.headers)
 	if err != nil {
@@ -145,6 +170,53 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if err != nil {
 		return 0, fmt.Errorf("outbox: Enqueue %q: headers: %w", m.EventType, err)
 	}
+	if own {
+		return enqueueOwnTx(ctx, tx, m, o, hdr)
+	}
+	return enqueueOn(ctx, tx, m, o, hdr)
+}
+
+// refuseAutocommit is Enqueue's error for a handle on which the message would commit on its
+// own without Standalone.
+func refuseAutocommit(eventType string, tx DBTX) error {
+	what := fmt.Sprintf("%T, a pool", tx)
+	switch tx.(type) {
+	case *sql.DB:
+		what = "a *sql.DB"
+	case *sql.Conn:
+		what = "a *sql.Conn outside a transaction"
+	default:
+		if kindOf(tx) == handleConn {
+			what = fmt.Sprintf("%T, a connection outside a transaction", tx)
+		}
+	}
+	return fmt.Errorf("outbox: Enqueue %q: tx is %s, so the message would commit on its own, whether or not your business change does: pass the *sql.Tx of the transaction that makes the change, or outbox.Standalone() if the message is the only write", eventType, what)
+}
+
+// enqueueOwnTx writes m in a transaction it begins on h, which autocommits, and commits it: the
+// message and its ordering entries commit together or not at all. A deadline at any point
+// rolls the transaction back (database/sql does, and the server does for a session that goes
+// away before COMMIT).
+func enqueueOwnTx(ctx context.Context, h DBTX, m Message, o enqueueOptions, hdr string) (MessageID, error) {
+	tx, err := beginOwn(ctx, h)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: Standalone: begin a transaction: %w", m.EventType, explain(err))
+	}
+	id, err := enqueueOn(ctx, tx, m, o, hdr)
+	if err != nil {
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			err = errors.Join(err, fmt.Errorf("outbox: Enqueue %q: Standalone: rollback: %w", m.EventType, rbErr))
+		}
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: Standalone: commit (the message may be committed, whole): %w", m.EventType, err)
+	}
+	return id, nil
+}
+
+// enqueueOn writes m on tx, a transaction or a handle on which m takes a single statement.
+func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr string) (MessageID, error) {
 	if h := handoffFor(tx); h != nil {
 		if m.OrderingKey == "" && o.delay == 0 {
 			id, handed, err := h.enqueue(ctx, tx.(*sql.Tx), m, hdr)
@@ -159,7 +231,10 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 		}
 	}
 	db := insertDB(tx, m, hdr)
-	var seq int64
+	var (
+		seq int64
+		err error
+	)
 	if m.OrderingKey != "" {
 		// The key's next seq, its counter row locked until the caller's transaction ends.
 		if seq, err = q.OrderingNext(ctx, inlineExec{sdb(tx)}, m.OrderingKey); err != nil {

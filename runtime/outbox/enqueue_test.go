@@ -190,14 +190,14 @@ func TestEnqueueStoresValuesExactly(t *testing.T) {
 		}
 		prepares := func() int { return sessionStatus(t, conn, "Com_stmt_prepare") }
 		before := prepares()
-		id, err := Enqueue(ctx, conn, Message{EventType: "exact?type'", Payload: payload, IdempotencyKey: key})
+		id, err := Enqueue(ctx, conn, Message{EventType: "exact?type'", Payload: payload, IdempotencyKey: key}, Standalone())
 		if err != nil {
 			t.Fatalf("DSN suffix %q: %v", suffix, err)
 		}
 		if n := prepares() - before; n != 0 {
 			t.Errorf("DSN suffix %q: Enqueue prepared %d statements, want 0 (one round trip)", suffix, n)
 		}
-		bigID, err := Enqueue(ctx, conn, Message{EventType: "exact", Payload: big, IdempotencyKey: key})
+		bigID, err := Enqueue(ctx, conn, Message{EventType: "exact", Payload: big, IdempotencyKey: key}, Standalone())
 		if err != nil {
 			t.Fatalf("DSN suffix %q: large payload: %v", suffix, err)
 		}
