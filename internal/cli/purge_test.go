@@ -41,7 +41,7 @@ func TestPurge(t *testing.T) {
 		t.Errorf("purge failed: %s", r)
 	}
 
-	r = runOps(runPurge, "--dsn", dsn, "--older-than", "30m")
+	r = runOps(runPurge, "--dsn", dsn, "--older-than", "30m", "--force")
 	mustExit(t, r, opsExitOK)
 	if !strings.Contains(r.stdout, "purged 2 SENT message(s)") {
 		t.Errorf("purge sent 30m: %s", r)
@@ -50,7 +50,7 @@ func TestPurge(t *testing.T) {
 	if p, q := f.countByStatus("PENDING"), f.countByStatus("PROCESSING"); p != 1 || q != 1 {
 		t.Errorf("PENDING=%d PROCESSING=%d after purges, want 1 and 1", p, q)
 	}
-	r = runOps(runPurge, "--dsn", dsn, "--older-than", "0")
+	r = runOps(runPurge, "--dsn", dsn, "--older-than", "0", "--force")
 	mustExit(t, r, opsExitOK)
 	if !strings.Contains(r.stdout, "purged 0 SENT message(s)") {
 		t.Errorf("purge with nothing left: %s", r)
