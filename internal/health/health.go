@@ -82,21 +82,26 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 // Duration: a negative one gets a sign, and the two ends of the range, where the runtime
 // saturates an age too large to hold (a row dated in year 1000), print as bounds (>106751d...).
 func FormatAge(d time.Duration) string {
-	var b strings.Builder
+	sign := ""
 	switch {
 	case d == math.MaxInt64:
-		b.WriteString(">")
+		sign = ">"
 	case d == math.MinInt64:
-		b.WriteString("<-")
+		sign = "<-"
 		d = math.MaxInt64 // |MinInt64| is one more, which whole seconds do not show
 	case d < 0:
-		b.WriteString("-")
+		sign = "-"
 		d = -d
 	}
 	secs := int64(d / time.Second)
 	if d%time.Second >= time.Second/2 {
 		secs++ // rounded half away from zero, as Duration.Round
 	}
+	if secs == 0 {
+		return "0s"
+	}
+	var b strings.Builder
+	b.WriteString(sign)
 	signLen := b.Len()
 	for _, u := range []struct {
 		size int64
