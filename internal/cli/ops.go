@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/outboxgen/outboxgen/internal/termesc"
+	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -68,6 +70,11 @@ Exit codes: 0 ok, 1 status --check found a problem, 2 usage, 3 database unreacha
 // errors, driver logs, echoed flag values, last_error and event types read from the table)
 // passes through c.clean first. Scrubbing whole lines instead would mangle a password that
 // is an ordinary word ("outbox" would turn "outboxgen" into "*****gen").
+//
+// The terminal rule: text from outside is printed inert. On a terminal it goes through c.line
+// or c.text (masked, then its control characters escaped: termesc); in JSON output, strings
+// that may not be UTF-8 go through utf8esc so that distinct values stay distinct, and the
+// document through termesc.JSON.
 type opsCmd struct {
 	name    string
 	help    string
@@ -114,7 +121,7 @@ func (c *opsCmd) parse(args []string) (code int, ok bool) {
 	if err != nil {
 		// One line: the usage below it would push the error off a small screen.
 		msg := strings.TrimSpace(strings.SplitN(flagErr.String(), "\n", 2)[0])
-		fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, scrubAll(msg, c.secrets), c.name)
+		fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, termesc.Line(scrubAll(msg, c.secrets)), c.name)
 		return opsExitUsage, false
 	}
 	if c.fs.NArg() > 0 {
@@ -164,6 +171,27 @@ func (c *opsCmd) printUsage(w io.Writer) {
 // clean removes every form of the DSN's password from text that came from outside.
 func (c *opsCmd) clean(s string) string { return scrub(s, c.secrets) }
 
+// line is text from outside made fit for a terminal, as one line or table cell: masked, then
+// every control character escaped.
+func (c *opsCmd) line(s string) string { return termesc.Line(c.clean(s)) }
+
+// text is text from outside made fit for a terminal, as lines of its own (a stack trace, a
+// payload): masked, then every control character but newline and tab escaped.
+func (c *opsCmd) text(s string) string { return termesc.Text(c.clean(s)) }
+
+// cell is a long text from outside (a last_error) for one table cell: masked, cut to width
+// characters (after masking, so that no part of a password survives the cut, and after
+// writing bytes that are not UTF-8 as \xNN, which the cut would turn into U+FFFD), on one line
+// and escaped.
+func (c *opsCmd) cell(s string, width int) string {
+	return termesc.Line(opsOneLine(opsTruncate(utf8esc.Escape(c.clean(s)), width)))
+}
+
+// jsonString is text from the database as a JSON string: masked, and its bytes that are not UTF-8
+// written as \xNN (utf8esc), which encoding/json would turn into U+FFFD, so that two event
+// types that differ only there stay two keys.
+func (c *opsCmd) jsonString(s string) string { return utf8esc.Escape(c.clean(s)) }
+
 // usageErr prints one line and "see --help", and returns opsExitUsage. String and error
 // arguments (flag values, DSN errors) are masked everywhere they hold the password, not only
 // where it stands alone: they name no identifiers that masking could spoil.
@@ -176,7 +204,7 @@ func (c *opsCmd) usageErr(format string, args ...any) int {
 			args[i] = scrubAll(v.Error(), c.secrets)
 		}
 	}
-	fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, fmt.Sprintf(format, args...), c.name)
+	fmt.Fprintf(c.errw, "outboxgen %s: %s (see outboxgen %s -h)\n", c.name, termesc.Line(fmt.Sprintf(format, args...)), c.name)
 	return opsExitUsage
 }
 
@@ -194,7 +222,7 @@ func (c *opsCmd) dbErr(what string, err error) int {
 	if logged := c.log.take(); len(logged) > 0 {
 		msg += " (driver: " + strings.Join(logged, "; ") + ")"
 	}
-	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.clean(c.dsn.shown), c.clean(msg))
+	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.line(c.dsn.shown), c.line(msg))
 	return opsExitDB
 }
 
@@ -233,10 +261,10 @@ func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
 // closeDB closes the pool; an error there is reported, and turns a success into exit 3.
 func (c *opsCmd) closeDB(db *sql.DB, code int) int {
 	for _, m := range c.log.take() {
-		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, c.clean(m))
+		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, c.line(m))
 	}
 	if err := db.Close(); err != nil {
-		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %s\n", c.name, c.clean(err.Error()))
+		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %s\n", c.name, c.line(err.Error()))
 		if code == opsExitOK {
 			return opsExitDB
 		}

@@ -10,11 +10,12 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed] [--batch-size N] [--dry-run] [--dsn DSN]
+const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed] [--force] [--batch-size N] [--dry-run] [--dsn DSN]
 
 Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
 D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
@@ -22,12 +23,19 @@ locks for long (outbox.Purge). Ages are measured on the database clock. A row ma
 hand while it was due in the future is purged once that due time is older than D, too; one
 without failed_at counts as failed at its due time.
 
+A window under an hour (--older-than 30m), or --older-than 0 (every message of that status),
+needs --force: 7s and 7d differ by one key. --dry-run never needs it.
+
 --id deletes exactly the given messages, whatever their age, if they have --status (which must
 then be given): how to discard a FAILED message that must never be delivered (read it first
 with outboxgen show --id N). Messages of another status are left alone and named.
 
 Prints the count; with --dry-run, the count it would delete, deleting nothing.
 `
+
+// purgeFloor is the shortest --older-than that needs no --force: a purge of rows younger than
+// this is more likely a slip (7s for 7d, 0 for "everything") than a retention.
+const purgeFloor = time.Hour
 
 func runPurge(args []string, stdout, stderr io.Writer) int {
 	c := newOpsCmd("purge", purgeHelp, stdout, stderr)
@@ -38,6 +46,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	status := c.fs.String("status", "sent", "which messages: sent or failed")
 	batch := c.fs.Int("batch-size", 0, "rows per DELETE (0: the runtime's default)")
 	dryRun := c.fs.Bool("dry-run", false, "count what would be deleted and delete nothing")
+	force := c.fs.Bool("force", false, "allow --older-than under an hour, or 0 (everything of that status)")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -62,6 +71,13 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 		st = outbox.StatusFailed
 	default:
 		return c.usageErr("--status must be sent or failed, got %q", *status)
+	}
+	if olderThan.set && olderThan.d < purgeFloor && !*force && !*dryRun {
+		if olderThan.d == 0 {
+			return c.usageErr("--older-than 0 purges every %s message; add --force if that is what you mean (--dry-run counts them)", st)
+		}
+		return c.usageErr("--older-than %s purges %s messages only %s old: a window under %s needs --force (days are written 7d; --dry-run counts them)",
+			olderThan.String(), st, olderThan.String(), formatAge(purgeFloor))
 	}
 	if *batch < 0 || *batch > math.MaxInt32 {
 		return c.usageErr("--batch-size must be between 0 and %d, got %d", math.MaxInt32, *batch)

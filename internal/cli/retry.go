@@ -26,8 +26,9 @@ Prints the count, and names the given ids that did not match and why; with --dry
 the messages that would move (the first 100; the count is exact) and changes nothing.
 
 --failed-since takes a duration ago in Go syntax plus days (30m, 36h, 7d, 1d12h), measured on
-this machine's clock, or an RFC 3339 time (2026-12-01T00:00:00Z). A message made FAILED by hand
-without failed_at matches only --id, --event-type and --all.
+the database clock (the one failed_at is written with), or an RFC 3339 time
+(2026-12-01T00:00:00Z). A message made FAILED by hand without failed_at matches only --id,
+--event-type and --all.
 `
 
 func runRetry(args []string, stdout, stderr io.Writer) int {
@@ -53,7 +54,7 @@ func runRetry(args []string, stdout, stderr io.Writer) int {
 		return c.usageErr("--all selects every FAILED message; leave out --id, --event-type and --failed-since, or --all")
 	}
 	// The zero Filter (--all) selects every FAILED row.
-	f := outbox.Filter{IDs: ids, EventType: *eventType, FailedSince: since.at(time.Now()), DryRun: *dryRun}
+	f := outbox.Filter{IDs: ids, EventType: *eventType, FailedSince: since.t, FailedWithin: since.ago, DryRun: *dryRun}
 
 	ctx, stop := opsContext()
 	defer stop()
@@ -99,8 +100,8 @@ func (c *opsCmd) retry(ctx context.Context, db *sql.DB, f outbox.Filter) int {
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
 		for _, m := range list {
-			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, c.clean(m.EventType), m.Attempts, m.MaxAttempts,
-				formatTime(m.FailedAt), opsOneLine(opsTruncate(c.clean(m.LastError), lastErrorWidth)))
+			fmt.Fprintf(w, "%d\t%s\t%d/%d\t%s\t%s\n", m.ID, c.line(m.EventType), m.Attempts, m.MaxAttempts,
+				formatTime(m.FailedAt), c.cell(m.LastError, lastErrorWidth))
 		}
 		w.Flush()
 		c.out.Write(b.Bytes())
@@ -155,7 +156,7 @@ func (c *opsCmd) explainMisses(ctx context.Context, db *sql.DB, f outbox.Filter,
 			var types []string
 			for t, tc := range snap.ByType {
 				if tc.Failed > 0 {
-					types = append(types, c.clean(t))
+					types = append(types, c.line(t))
 				}
 			}
 			sort.Strings(types)
@@ -169,7 +170,8 @@ func (c *opsCmd) explainMisses(ctx context.Context, db *sql.DB, f outbox.Filter,
 	return opsExitOK
 }
 
-// sinceFlag is --failed-since: an RFC 3339 time, or a duration ago.
+// sinceFlag is --failed-since: an RFC 3339 time, or a duration ago (the runtime measures it on
+// the database clock: outbox.Filter.FailedWithin).
 type sinceFlag struct {
 	t   time.Time
 	ago time.Duration
@@ -192,15 +194,4 @@ func (f *sinceFlag) Set(s string) error {
 	}
 	f.t, f.ago, f.set = time.Time{}, d, true
 	return nil
-}
-
-// at resolves the flag against now; the zero time means "no time filter".
-func (f *sinceFlag) at(now time.Time) time.Time {
-	if !f.set {
-		return time.Time{}
-	}
-	if f.ago > 0 {
-		return now.Add(-f.ago).UTC()
-	}
-	return f.t
 }

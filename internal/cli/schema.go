@@ -48,7 +48,7 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(c.out, "-- What this database needs to reach outboxgen schema version %d.\n", outbox.SchemaVersion)
 	for _, s := range stmts {
-		fmt.Fprintf(c.out, "%s;\n\n", s)
+		fmt.Fprintf(c.out, "%s;\n\n", c.text(s)) // built from what the database reports
 	}
 	return c.closeDB(db, opsExitOK)
 }

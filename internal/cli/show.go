@@ -1,5 +1,5 @@
-// outboxgen show: one message with every column (outbox.Inspect), the password masked in its
-// payload's strings only.
+// outboxgen show: one message with every column (outbox.Inspect), its text masked and made
+// inert for a terminal, the payload as stored.
 
 package cli
 
@@ -13,15 +13,19 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
+	"github.com/outboxgen/outboxgen/internal/termesc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 const showHelp = `usage: outboxgen show --id N [--json] [--dsn DSN]
 
 Prints one message, whatever its state, with every column (outbox.Inspect): its whole
-last_error (a panic's full stack; status and retry cut it at 160 characters) and its payload.
-Read it before retrying or discarding a message. Exits 1 when no message has that id.
+last_error (a panic's full stack; status and retry cut it at 160 characters) and its payload
+as stored (the first 64 KiB; --json prints it whole). Control characters in them are shown
+escaped (\x1b). Read it before retrying or discarding a message. Exits 1 when no message has
+that id.
 `
 
 func runShow(args []string, stdout, stderr io.Writer) int {
@@ -55,36 +59,39 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.closeDB(db, c.dbErr("inspect", err))
 	}
-	r.EventType, r.IdempotencyKey, r.LastError = c.clean(r.EventType), c.clean(r.IdempotencyKey), c.clean(r.LastError)
-	r.Payload = c.cleanJSON(r.Payload)
-	if r.Headers != nil {
-		clean := make(map[string]string, len(r.Headers))
-		for k, v := range r.Headers {
-			clean[c.clean(k)] = c.clean(v)
-		}
-		r.Headers = clean
-	}
 	if *asJSON {
-		enc := json.NewEncoder(c.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			fmt.Fprintf(c.errw, "outboxgen show: writing JSON: %s\n", c.clean(err.Error()))
+		doc, err := c.showJSON(r)
+		if err != nil {
+			fmt.Fprintf(c.errw, "outboxgen show: writing JSON: %s\n", c.line(err.Error()))
 			return c.closeDB(db, opsExitDB)
 		}
+		c.out.Write(doc)
 		return c.closeDB(db, opsExitOK)
 	}
+	c.out.Write(c.showText(r))
+	return c.closeDB(db, opsExitOK)
+}
+
+// showPayloadMax is how much of a payload show prints: a payload can be 4 MiB, a screenful is
+// a few KiB, and the whole one is in --json.
+const showPayloadMax = 64 << 10
+
+// showText is show's output for people: every column, each value from the database masked and
+// escaped (the payload as stored, not re-indented: indenting a deeply nested document costs its
+// depth times its length).
+func (c *opsCmd) showText(r outbox.Record) []byte {
 	var b bytes.Buffer
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "id\t%d\n", r.ID)
-	fmt.Fprintf(w, "event type\t%s\n", r.EventType)
-	fmt.Fprintf(w, "status\t%s\n", r.Status)
+	fmt.Fprintf(w, "event type\t%s\n", c.line(r.EventType))
+	fmt.Fprintf(w, "status\t%s\n", c.line(string(r.Status)))
 	fmt.Fprintf(w, "attempts\t%d of %d\n", r.Attempts, r.MaxAttempts)
-	fmt.Fprintf(w, "idempotency key\t%s\n", r.IdempotencyKey)
+	fmt.Fprintf(w, "idempotency key\t%s\n", c.line(r.IdempotencyKey))
 	fmt.Fprintf(w, "created at\t%s\n", formatTime(r.CreatedAt))
 	fmt.Fprintf(w, "next attempt at\t%s\n", formatTime(r.NextAttemptAt))
 	fmt.Fprintf(w, "last claimed at\t%s\n", formatTime(r.ClaimedAt))
 	fmt.Fprintf(w, "lease until\t%s\n", formatTime(r.ReclaimAfter))
-	fmt.Fprintf(w, "claim token\t%s\n", r.ClaimToken)
+	fmt.Fprintf(w, "claim token\t%s\n", c.line(r.ClaimToken))
 	fmt.Fprintf(w, "sent at\t%s\n", formatTime(r.SentAt))
 	fmt.Fprintf(w, "failed at\t%s\n", formatTime(r.FailedAt))
 	w.Flush()
@@ -97,20 +104,63 @@ func runShow(args []string, stdout, stderr io.Writer) int {
 		b.WriteString("headers:\n")
 		hw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, k := range keys {
-			// Enqueue refused CR, LF and NUL in header values, so each is one line.
-			fmt.Fprintf(hw, "  %s\t%s\n", k, r.Headers[k])
+			fmt.Fprintf(hw, "  %s\t%s\n", c.line(k), c.line(r.Headers[k]))
 		}
 		hw.Flush()
 	}
-	fmt.Fprintf(&b, "last error:\n%s\n", indent(r.LastError))
-	payload := string(r.Payload)
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, r.Payload, "", "  ") == nil {
-		payload = pretty.String()
+	fmt.Fprintf(&b, "last error:\n%s\n", indent(c.text(r.LastError)))
+	payload := c.clean(string(r.Payload))
+	shown := payload
+	if len(shown) > showPayloadMax {
+		cut := showPayloadMax
+		for cut > 0 && !utf8.RuneStart(shown[cut]) {
+			cut-- // not inside a character, whose tail would print as \xNN
+		}
+		shown = shown[:cut]
 	}
-	fmt.Fprintf(&b, "payload:\n%s\n", indent(payload))
-	c.out.Write(b.Bytes())
-	return c.closeDB(db, opsExitOK)
+	fmt.Fprintf(&b, "payload:\n%s\n", indent(c.text(shown)))
+	if len(shown) < len(payload) {
+		fmt.Fprintf(&b, "    ... (payload truncated: the first %d of %d bytes; outboxgen show --id %d --json prints it whole)\n",
+			len(shown), len(payload), r.ID)
+	}
+	return b.Bytes()
+}
+
+// showJSON is show --json: outbox.Record's fields, indented, with the payload compact inside
+// it. Indenting the payload as well (what json.Encoder's SetIndent does to a RawMessage) costs
+// its depth times its length: a 20 KB document nested ten thousand deep became 200 MB. Strings
+// from the database are masked and written with utf8esc, and the document with termesc.JSON.
+func (c *opsCmd) showJSON(r outbox.Record) ([]byte, error) {
+	r.EventType, r.IdempotencyKey, r.LastError = c.jsonString(r.EventType), c.jsonString(r.IdempotencyKey), c.jsonString(r.LastError)
+	r.ClaimToken, r.OrderingKey = c.jsonString(r.ClaimToken), c.jsonString(r.OrderingKey)
+	if r.Headers != nil {
+		clean := make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			clean[c.jsonString(k)] = c.jsonString(v)
+		}
+		r.Headers = clean
+	}
+	var payload bytes.Buffer
+	if err := json.Compact(&payload, c.cleanJSON(r.Payload)); err != nil {
+		payload.Reset()
+		payload.WriteString("null")
+	}
+	r.Payload = nil
+	doc, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// Payload is a top-level field, the only one at this indent with that name, and a string
+	// in the document cannot hold a raw newline: this is its line.
+	const placeholder = "\n  \"Payload\": null"
+	at := bytes.Index(doc, []byte(placeholder))
+	if at < 0 {
+		return nil, errors.New("outbox.Record has no Payload field")
+	}
+	at += len(placeholder) - len("null")
+	out := make([]byte, 0, len(doc)+payload.Len()+1)
+	out = append(append(append(out, doc[:at]...), payload.Bytes()...), doc[at+len("null"):]...)
+	return append(termesc.JSON(out), '\n'), nil
 }
 
 // bareID finds a message id given without --id (show 6, show --dsn X 6, show 6 --json): the
@@ -148,6 +198,9 @@ func bareID(args []string) ([]string, string) {
 // there: masking the raw text could turn a number or true into "*****" and the document into
 // something that is not JSON.
 func (c *opsCmd) cleanJSON(raw json.RawMessage) json.RawMessage {
+	if !c.mayHoldSecret(string(raw)) {
+		return raw // as stored: nothing to mask, and no decoding of a document at any depth
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // numbers come back exactly as written
 	var v any
@@ -177,6 +230,16 @@ func (c *opsCmd) cleanJSON(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(strconv.Quote(c.clean(string(raw))))
 	}
 	return out
+}
+
+// mayHoldSecret says some form of the password occurs in s.
+func (c *opsCmd) mayHoldSecret(s string) bool {
+	for _, sec := range c.secrets {
+		if sec != "" && strings.Contains(s, sec) {
+			return true
+		}
+	}
+	return false
 }
 
 // indent prefixes every line of s with four spaces; "-" for an empty s.

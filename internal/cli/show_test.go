@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,5 +66,49 @@ func TestShowHeaders(t *testing.T) {
 	var rec outbox.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.Headers["tenant"] != "acme" {
 		t.Errorf("show --json headers = %v, %v", rec.Headers, err)
+	}
+}
+
+// show prints the payload as stored, never re-indented: indenting costs depth times length, so
+// a nested document made a page of megabytes (a 20 KB one nested ten thousand deep, 200 MB).
+// The text stops at 64 KiB with a note; --json holds the whole payload, compact.
+func TestShowPayloadAsStored(t *testing.T) {
+	t.Parallel()
+	f := fixtures{t: t, db: testdb.Migrated(t)}
+	// 90 levels (MySQL stores at most 100) around 40,000 elements: 80 KB as written.
+	payload := strings.Repeat("[", 90) + strings.Repeat("0,", 39999) + "0" + strings.Repeat("]", 90)
+	id, err := outbox.Enqueue(context.Background(), f.db, outbox.Message{EventType: "nested", Payload: json.RawMessage(payload)}, outbox.Standalone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := outbox.Inspect(context.Background(), f.db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := string(rec.Payload) // MySQL normalizes a JSON column; MariaDB keeps it as written
+	r := runOps(runShow, "--dsn", f.db.DSN, "--id", strconv.FormatInt(int64(id), 10))
+	mustExit(t, r, opsExitOK)
+	if len(r.stdout) > 80<<10 {
+		t.Fatalf("show printed %d bytes for a payload of %d", len(r.stdout), len(stored))
+	}
+	_, shown, _ := strings.Cut(r.stdout, "\npayload:\n    ")
+	shown, note, _ := strings.Cut(shown, "\n")
+	wantNote := fmt.Sprintf("    ... (payload truncated: the first 65536 of %d bytes; outboxgen show --id %d --json prints it whole)", len(stored), id)
+	if len(shown) != 64<<10 || !strings.HasPrefix(stored, shown) || note != wantNote+"\n" {
+		t.Errorf("show: want the stored payload's first 64 KiB, then %q; got %d bytes, then %q", wantNote, len(shown), note)
+	}
+
+	r = runOps(runShow, "--dsn", f.db.DSN, "--id", strconv.FormatInt(int64(id), 10), "--json")
+	mustExit(t, r, opsExitOK)
+	if len(r.stdout) > len(stored)+4<<10 {
+		t.Fatalf("show --json printed %d bytes for a payload of %d", len(r.stdout), len(stored))
+	}
+	var got outbox.Record
+	var want bytes.Buffer
+	if err := json.Compact(&want, rec.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || string(got.Payload) != want.String() || got.ID != id {
+		t.Errorf("show --json: id %d, payload of %d bytes, %v; want %d and the stored payload compact (%d bytes)", got.ID, len(got.Payload), err, id, want.Len())
 	}
 }

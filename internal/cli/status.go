@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/health"
+	"github.com/outboxgen/outboxgen/internal/termesc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -170,13 +171,15 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 			MaxHeldSeconds: lim.maxHeld.Seconds(), Problems: []string{}},
 	}
 	for _, h := range snap.Held {
-		rep.Held = append(rep.Held, heldReport{OrderingKey: c.clean(h.OrderingKey), HeadID: int64(h.Head),
-			HeadEventType: c.clean(h.HeadEventType), HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
+		rep.Held = append(rep.Held, heldReport{OrderingKey: c.jsonString(h.OrderingKey), HeadID: int64(h.Head),
+			HeadEventType: c.jsonString(h.HeadEventType), HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
 	}
 	for t, tc := range snap.ByType {
-		rep.ByType[c.clean(t)] = typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
+		// Two types that escape alike (one not UTF-8, one spelling its escape out) share a key,
+		// as in outboxprom: their counts are added, so none is lost.
+		rep.ByType[c.jsonString(t)] = rep.ByType[c.jsonString(t)].add(typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
 			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held, OldestPendingSeconds: tc.OldestPending.Seconds(),
-			OldestDueSeconds: tc.OldestDue.Seconds()}
+			OldestDueSeconds: tc.OldestDue.Seconds()})
 	}
 	if nFailed > 0 && snap.Failed > 0 {
 		failed, err := newestFailed(ctx, db, nFailed)
@@ -185,22 +188,22 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		}
 		for _, f := range failed {
 			rep.NewestFailed = append(rep.NewestFailed, failedReport{
-				ID: int64(f.ID), EventType: c.clean(f.EventType), Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
-				FailedAt: f.FailedAt, LastError: opsTruncate(c.clean(f.LastError), lastErrorWidth),
+				ID: int64(f.ID), EventType: c.jsonString(f.EventType), Attempts: f.Attempts, MaxAttempts: f.MaxAttempts,
+				FailedAt: f.FailedAt, LastError: opsTruncate(c.jsonString(f.LastError), lastErrorWidth),
 			})
 		}
 	}
-	// The window is measured on this machine's clock against failed_at from the database
-	// clock; skew of a few seconds does not matter at the scale of a window.
+	// The window ends now on the database clock, which wrote failed_at: this machine's clock,
+	// hours off, would count a failure a minute old as outside it.
 	if snap.Failed > 0 {
-		recent, err := countFailed(ctx, db, outbox.Filter{FailedSince: time.Now().Add(-window)})
+		recent, err := countFailed(ctx, db, outbox.Filter{FailedWithin: window})
 		if err != nil {
 			return c.dbErr("count recent failures", err)
 		}
 		rep.Check.FailedInWindow = recent
 	}
 	for _, p := range health.Problems(snap, health.Limits{MaxDueAge: lim.maxDue, MaxHeldAge: lim.maxHeld, Window: window},
-		rep.Check.FailedInWindow, c.clean) {
+		rep.Check.FailedInWindow, c.line) {
 		if p.Level != "info" { // informational lines (stale rows a live worker reclaims) do not fail the check
 			rep.Check.Problems = append(rep.Check.Problems, p.Text)
 		}
@@ -208,12 +211,12 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 	rep.Check.OK = len(rep.Check.Problems) == 0
 
 	if asJSON {
-		enc := json.NewEncoder(c.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %s\n", c.clean(err.Error()))
+		out, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			fmt.Fprintf(c.errw, "outboxgen status: writing JSON: %s\n", c.line(err.Error()))
 			return opsExitDB
 		}
+		c.out.Write(append(termesc.JSON(out), '\n'))
 	} else {
 		c.printStatus(rep, window)
 	}
@@ -236,7 +239,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	sort.Strings(types)
 	for _, t := range types {
 		tc := rep.ByType[t]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", t, tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed, tc.Held,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", termesc.Line(t), tc.Pending, tc.Due, tc.Processing, tc.Stale, tc.Stuck, tc.Failed, tc.Held,
 			pendingAge(tc.Pending, tc.OldestPendingSeconds), pendingAge(tc.Due, tc.OldestDueSeconds))
 	}
 	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", "total", rep.Pending, rep.Due, rep.Processing, rep.Stale, rep.Stuck, rep.Failed, rep.HeldKeys,
@@ -260,8 +263,8 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "  ORDERING KEY\tHEAD\tHEAD TYPE\tHEAD STATUS\tWAITING\tHELD FOR")
 		for _, h := range rep.Held {
-			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%s\n", opsOneLine(opsTruncate(h.OrderingKey, 80)), h.HeadID, opsOneLine(h.HeadEventType), h.HeadStatus, h.Waiting,
-				formatAge(time.Duration(h.HeldSeconds*float64(time.Second))))
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%s\n", termesc.Line(opsTruncate(h.OrderingKey, 80)), h.HeadID, termesc.Line(h.HeadEventType), h.HeadStatus, h.Waiting,
+				formatAge(secondsAge(h.HeldSeconds)))
 		}
 		w.Flush()
 	}
@@ -271,8 +274,8 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "  ID\tEVENT TYPE\tATTEMPTS\tFAILED AT\tLAST ERROR")
 		for _, f := range rep.NewestFailed {
-			fmt.Fprintf(w, "  %d\t%s\t%d/%d\t%s\t%s\n", f.ID, f.EventType, f.Attempts, f.MaxAttempts,
-				formatTime(f.FailedAt), opsOneLine(f.LastError))
+			fmt.Fprintf(w, "  %d\t%s\t%d/%d\t%s\t%s\n", f.ID, termesc.Line(f.EventType), f.Attempts, f.MaxAttempts,
+				formatTime(f.FailedAt), termesc.Line(opsOneLine(f.LastError)))
 		}
 		w.Flush()
 	}
@@ -287,7 +290,15 @@ func pendingAge(pending int64, seconds float64) string {
 	if pending == 0 {
 		return "-"
 	}
-	return formatAge(time.Duration(seconds * float64(time.Second)))
+	return formatAge(secondsAge(seconds))
+}
+
+// add is the sum of two types' counts that share a key in the report; ages are the larger.
+func (a typeReport) add(b typeReport) typeReport {
+	return typeReport{Pending: a.Pending + b.Pending, Due: a.Due + b.Due, Processing: a.Processing + b.Processing,
+		Stale: a.Stale + b.Stale, Stuck: a.Stuck + b.Stuck, Failed: a.Failed + b.Failed, Held: a.Held + b.Held,
+		OldestPendingSeconds: max(a.OldestPendingSeconds, b.OldestPendingSeconds),
+		OldestDueSeconds:     max(a.OldestDueSeconds, b.OldestDueSeconds)}
 }
 
 // countFailed counts the FAILED rows matching f. outbox.Retry's dry run is the runtime's

@@ -4,6 +4,7 @@ package health
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -77,20 +78,38 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 }
 
 // FormatAge prints a duration for people, in whole seconds, with days when long and without
-// zero units: 2d, 1h, 3m12s, 2d2h30s (the CLI's parseDurationDays reads it back).
+// zero units: 2d, 1h, 3m12s, 2d2h30s (the CLI's parseDurationDays reads it back). It takes any
+// Duration: a negative one gets a sign, and the two ends of the range, where the runtime
+// saturates an age too large to hold (a row dated in year 1000), print as bounds (>106751d...).
 func FormatAge(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d < 0 {
-		return "-" + FormatAge(-d)
+	sign := ""
+	switch {
+	case d == math.MaxInt64:
+		sign = ">"
+	case d == math.MinInt64:
+		sign = "<-"
+		d = math.MaxInt64 // |MinInt64| is one more, which whole seconds do not show
+	case d < 0:
+		sign = "-"
+		d = -d
+	}
+	secs := int64(d / time.Second)
+	if d%time.Second >= time.Second/2 {
+		secs++ // rounded half away from zero, as Duration.Round
+	}
+	if secs == 0 {
+		return "0s"
 	}
 	var b strings.Builder
+	b.WriteString(sign)
+	signLen := b.Len()
 	for _, u := range []struct {
-		size time.Duration
+		size int64
 		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if n := d / u.size; n > 0 || (u.name == "s" && b.Len() == 0) {
+	}{{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}} {
+		if n := secs / u.size; n > 0 || (u.name == "s" && b.Len() == signLen) {
 			fmt.Fprintf(&b, "%d%s", n, u.name)
-			d -= n * u.size
+			secs -= n * u.size
 		}
 	}
 	return b.String()

@@ -106,8 +106,8 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	for _, r := range rows {
 		tc := TypeCounts{
 			Pending: r.Pending, Due: r.Due, Processing: r.Processing, Stale: r.Stale,
-			Stuck: r.Stuck, Failed: r.Failed, OldestPending: time.Duration(r.OldestPendingUs) * time.Microsecond,
-			OldestDue: time.Duration(r.OldestDueUs) * time.Microsecond,
+			Stuck: r.Stuck, Failed: r.Failed, OldestPending: durationFromMicros(r.OldestPendingUs),
+			OldestDue: durationFromMicros(r.OldestDueUs),
 		}
 		s.ByType[r.EventType] = tc
 		s.Pending += tc.Pending
@@ -125,7 +125,7 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	}
 	s.HeldKeys = int64(len(held))
 	for i, h := range held {
-		d := time.Duration(h.HeldUs) * time.Microsecond
+		d := durationFromMicros(h.HeldUs)
 		s.OldestHeld = max(s.OldestHeld, d)
 		// The head is PENDING or FAILED, so its type has a ByType entry, unless it was enqueued
 		// between the two queries; then the entry holds this count alone.
@@ -149,6 +149,11 @@ type Filter struct {
 	EventType string
 	// FailedSince, when non-zero, limits the selection to rows that failed at or after it.
 	FailedSince time.Time
+	// FailedWithin, when positive, limits the selection to rows that failed within this long
+	// before now on the database clock, the clock failed_at was written with: "the last hour"
+	// then means the same whatever this machine's clock says. Negative is an error. With
+	// FailedSince, both apply.
+	FailedWithin time.Duration
 	// DryRun makes Retry count the rows it would change, and change nothing.
 	DryRun bool
 	// Newest makes ListFailed return the most recently failed rows first (by failed_at, then
@@ -178,7 +183,9 @@ type filterArgs struct {
 	since                    sql.NullTime
 }
 
-func (f Filter) args() filterArgs {
+// args resolves f into its statements' arguments. FailedWithin is turned into a time on the
+// database clock, read once, so that every batch of a Retry and its dry run share one cutoff.
+func (f Filter) args(ctx context.Context, db DBTX) (filterArgs, error) {
 	a := filterArgs{allIDs: 1, anyType: 1, anyTime: 1, eventType: f.EventType}
 	if len(f.IDs) > 0 {
 		a.allIDs = 0
@@ -194,7 +201,21 @@ func (f Filter) args() filterArgs {
 		a.anyTime = 0
 		a.since = sql.NullTime{Time: f.FailedSince.UTC(), Valid: true}
 	}
-	return a
+	if f.FailedWithin < 0 {
+		return filterArgs{}, fmt.Errorf("FailedWithin must not be negative, got %s", f.FailedWithin)
+	}
+	if f.FailedWithin > 0 {
+		now, err := q.ClockNow(ctx, sdb(db))
+		if err != nil {
+			return filterArgs{}, fmt.Errorf("reading the database clock: %w", explain(err))
+		}
+		// A Duration reaches back at most 292 years: the cutoff stays within DATETIME's range.
+		if cutoff := now.Add(-f.FailedWithin).UTC(); !a.since.Valid || cutoff.After(a.since.Time) {
+			a.anyTime = 0
+			a.since = sql.NullTime{Time: cutoff, Valid: true}
+		}
+	}
+	return a, nil
 }
 
 // ListFailed returns up to limit FAILED messages matching f, oldest failure first. limit <= 0
@@ -204,13 +225,15 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 		limit = 100
 	}
 	limit = min(limit, math.MaxInt32)
-	a := f.args()
+	a, err := f.args(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: ListFailed: %w", err)
+	}
 	p := store.MessageListFailedParams{
 		AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
 		AnyTime: a.anyTime, FailedSince: a.since, Limit: int32(limit),
 	}
 	var rows []store.MessageListFailedRow
-	var err error
 	if f.Newest {
 		var newest []store.MessageListFailedNewestRow
 		newest, err = q.MessageListFailedNewest(ctx, sdb(db), store.MessageListFailedNewestParams(p))
@@ -247,7 +270,10 @@ const retryBatch = 1000
 // and a cancelled one rolls back its current batch. On a *sql.Tx or *sql.Conn the batches run
 // there, as they are. After an error, the count is what earlier batches moved.
 func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
-	a := f.args()
+	a, err := f.args(ctx, db)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Retry: %w", err)
+	}
 	if f.DryRun {
 		n, err := q.MessageCountFailed(ctx, sdb(db), store.MessageCountFailedParams{
 			AllIds: a.allIDs, Ids: a.ids, AnyType: a.anyType, EventType: a.eventType,
