@@ -145,7 +145,7 @@ func serveConsoleLimits(ctx context.Context, args []string, stdout, stderr io.Wr
 	if token != "" {
 		auth = "token required"
 	}
-	fmt.Fprintf(c.out, "outboxgen console: http://%s/ (%s, %s) for %s; Ctrl-C stops it\n", ln.Addr(), mode, auth, c.clean(c.dsn.shown))
+	fmt.Fprintf(c.out, "outboxgen console: http://%s/ (%s, %s) for %s; Ctrl-C stops it\n", ln.Addr(), mode, auth, c.line(c.dsn.shown))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if ready != nil {
@@ -157,11 +157,11 @@ func serveConsoleLimits(ctx context.Context, args []string, stdout, stderr io.Wr
 		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(shutCtx); err != nil {
-			fmt.Fprintf(c.errw, "outboxgen console: shutdown: %s\n", c.clean(err.Error()))
+			fmt.Fprintf(c.errw, "outboxgen console: shutdown: %s\n", c.line(err.Error()))
 		}
 	case err := <-served:
 		if !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(c.errw, "outboxgen console: serve: %s\n", c.clean(err.Error()))
+			fmt.Fprintf(c.errw, "outboxgen console: serve: %s\n", c.line(err.Error()))
 			code = opsExitDB
 		}
 	}
