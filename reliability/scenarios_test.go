@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/reliability/internal/ledger"
 	"github.com/outboxgen/outboxgen/reliability/internal/proxy"
 )
@@ -246,8 +247,9 @@ func (e *env) killer(ctx context.Context, hit func(string)) {
 	r := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
 	for ctx.Err() == nil {
 		time.Sleep(time.Duration(2+r.IntN(8)) * time.Millisecond)
-		rs, err := srv.Admin().QueryContext(ctx, `SELECT ID, COALESCE(INFO,'') FROM information_schema.PROCESSLIST
-			WHERE USER = 'relworker' AND DB = ?`, e.dbName)
+		// Not information_schema.PROCESSLIST: on MySQL its reads fail while any session runs a
+		// statement holding an emoji (see testdb.Sessions).
+		list, err := testdb.Sessions(ctx, srv.Admin())
 		if err != nil {
 			if ctx.Err() == nil {
 				e.t.Errorf("killer: processlist: %v", err)
@@ -259,22 +261,16 @@ func (e *env) killer(ctx context.Context, hit func(string)) {
 			cat string
 		}
 		var busy, idle []sess
-		for rs.Next() {
-			var s sess
-			var info string
-			if err := rs.Scan(&s.id, &info); err != nil {
-				e.t.Errorf("killer: scan: %v", err)
-				break
+		for _, ps := range list {
+			if ps.User != "relworker" || ps.DB != e.dbName {
+				continue
 			}
-			s.cat = category(info)
+			s := sess{id: ps.ID, cat: category(string(ps.Info))}
 			if s.cat == "idle" {
 				idle = append(idle, s)
 			} else {
 				busy = append(busy, s)
 			}
-		}
-		if err := rs.Close(); err != nil {
-			e.t.Errorf("killer: %v", err)
 		}
 		var victim sess
 		switch {

@@ -20,9 +20,10 @@
 //   - reports each of those through ONE incident.Reporter (lock lost, release failed, return
 //     failed, destroy failed, acquire failed), with the lock name, the session's CONNECTION_ID()
 //     and the cause; and never hides the critical section's own error (errors.Is finds it);
-//   - watches the lock while the critical section runs (IS_USED_LOCK(name) = CONNECTION_ID() on
-//     the lock's own connection) and cancels the section's context as soon as the lock is gone,
-//     with context.Cause(ctx) wrapping ErrLockLost.
+//   - watches the lock while the critical section runs: every watchdog interval (WithWatchdog,
+//     1s by default) it checks IS_USED_LOCK(name) = CONNECTION_ID() on the lock's own
+//     connection, and the first check that finds the lock gone cancels the section's context,
+//     with context.Cause(ctx) wrapping ErrLockLost (see "A lost lock" for the window before it).
 //
 // A destroyed session's locks are freed when the server processes the disconnect, a moment
 // (typically well under a millisecond, longer on a loaded server) after the client closed the
@@ -31,6 +32,29 @@
 // RELEASE_LOCK returning anything but 1 means the lock was lost while the section ran (the
 // session was killed, timed out or reconnected): another instance may have run at the same time,
 // so it is an error for a person to check the data (ErrLockLost), not a warning.
+//
+// # A lost lock
+//
+// A lock is lost when its session ends (KILL CONNECTION, wait_timeout, a broken network the
+// server notices) or a statement on that session releases it. The server frees the lock at
+// that instant, and another instance's GET_LOCK may take it at once. The watchdog learns of
+// the loss only at its next check: up to one watchdog interval later, plus that check's round
+// trip (a killed session fails the check at once). Until then the section's context is not
+// cancelled, and after that the section stops only where it looks at its context: a statement
+// already sent completes. So for up to one interval two instances may run the section at
+// once. The section's own statements run on other connections of the pool (the lock's
+// connection is not lent out), so they do not die with the lock's session. What covers the
+// window:
+//
+//   - the third layer below (a row lock, a UNIQUE index or an idempotency key that makes the
+//     duplicate harmless): the only complete cover;
+//   - with Job.OncePerPeriod, the ledger's key (job, period_start): the later of two runs of a
+//     period fails to record and is reported as incident.LockLost; it tells a person, it does
+//     not prevent;
+//   - checking ctx before each write, or before each batch's commit, so that a section told to
+//     stop writes nothing more;
+//   - a shorter interval (WithWatchdog) narrows the window, at the cost of one IS_USED_LOCK
+//     query per interval for each lock held, on the lock's own connection.
 //
 // # Jobs that must not run twice: three layers
 //

@@ -351,9 +351,8 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	var id int64
 	deadline := time.Now().Add(5 * time.Second)
 	for id == 0 {
-		err := d.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE '%GET_LOCK%' AND ID <> CONNECTION_ID()", d.Name).Scan(&id)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			t.Fatal(err)
+		if ids := lockWaiters(t, d); len(ids) > 0 {
+			id = ids[0]
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never showed up in PROCESSLIST")
@@ -416,13 +415,7 @@ func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
 	}
 	base := db.Stats()
 	var baseSessions int
-	sessions := func() int {
-		var n int
-		if err := d.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ?", d.Name).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	sessions := func() int { return len(sessionsIn(t, d)) }
 	baseSessions = sessions()
 
 	const cycles = 500

@@ -1,6 +1,7 @@
 package mysqllock
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -108,7 +109,59 @@ func waitFree(t testing.TB, db *sql.DB, name string) {
 	}
 }
 
-// waitGone waits until session id is no longer in the server's PROCESSLIST (destroyed).
+// sessions lists the server's sessions (see testdb.Sessions: never information_schema, whose
+// reads fail while another test runs a statement holding an emoji).
+func sessions(t testing.TB, db *sql.DB) []testdb.Session {
+	t.Helper()
+	ss, err := testdb.Sessions(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+// lockWaiters returns the ids of d's sessions with a GET_LOCK in flight.
+func lockWaiters(t testing.TB, d *testdb.DB) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, s := range sessions(t, d.DB) {
+		if s.DB == d.Name && bytes.Contains(s.Info, []byte("GET_LOCK")) {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
+}
+
+// sessionsIn returns the ids of d's sessions, the one that asks included.
+func sessionsIn(t testing.TB, d *testdb.DB) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, s := range sessions(t, d.DB) {
+		if s.DB == d.Name {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
+}
+
+// waitRunning waits until session id runs a statement that starts with prefix.
+func waitRunning(t testing.TB, db *sql.DB, id int64, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, s := range sessions(t, db) {
+			if s.ID == id && bytes.HasPrefix(s.Info, []byte(prefix)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d never ran a statement starting %q", id, prefix)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone waits until session id is no longer on the server (destroyed).
 func waitGone(t testing.TB, db *sql.DB, id int64) {
 	t.Helper()
 	if id == 0 {
@@ -116,11 +169,11 @@ func waitGone(t testing.TB, db *sql.DB, id int64) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var n int
-		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
-			t.Fatal(err)
+		found := false
+		for _, s := range sessions(t, db) {
+			found = found || s.ID == id
 		}
-		if n == 0 {
+		if !found {
 			return
 		}
 		if time.Now().After(deadline) {

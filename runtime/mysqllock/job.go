@@ -30,7 +30,8 @@ type Job struct {
 	// other released the lock) do not run the same period twice.
 	OncePerPeriod bool
 	// Run does the work. Its context is cancelled when RunJob's context is done or the lock is
-	// lost (context.Cause wraps ErrLockLost). An error is logged and counted; the next tick runs.
+	// lost (context.Cause wraps ErrLockLost), which the watchdog notices within its interval
+	// (WithWatchdog): another instance may hold the lock before then. An error is logged and counted; the next tick runs.
 	// A panic is recovered and treated as an error (not recorded in the ledger, the lock
 	// released, the next tick runs), and also reported as an incident.JobPanicked.
 	Run func(ctx context.Context) error

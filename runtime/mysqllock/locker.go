@@ -68,9 +68,16 @@ type Option func(*Locker)
 func WithReporter(r incident.Reporter) Option { return func(l *Locker) { l.reporter = r } }
 
 // WithWatchdog sets how often the watchdog checks, while a critical section runs, that the lock
-// is still held by the lock's own session; on loss it cancels the section's context. Zero or
-// negative turns the watchdog off (the loss is then seen only at release). Defaults to 5s.
+// is still held by the lock's own session; the first check that finds it lost cancels the
+// section's context. The interval bounds how long a section may run on after its lock was
+// lost, while another instance may hold it (see the package documentation, "A lost lock").
+// Each check is one IS_USED_LOCK query on the lock's connection. Zero or negative turns the
+// watchdog off (the loss is then seen only at release). Defaults to 1s.
 func WithWatchdog(every time.Duration) Option { return func(l *Locker) { l.watchdog = every } }
+
+// defaultWatchdog is the watchdog interval unless WithWatchdog says otherwise: a query a second
+// per held lock costs little, and it bounds the window of a lost lock.
+const defaultWatchdog = time.Second
 
 // WithReleaseTimeout bounds RELEASE_LOCK and each watchdog check; they run on a context the
 // caller's cancellation cannot kill, so that a cancelled job still releases its lock.
@@ -99,7 +106,7 @@ func New(db *sql.DB, opts ...Option) *Locker {
 	l := &Locker{
 		db:             db,
 		q:              store.New(),
-		watchdog:       5 * time.Second,
+		watchdog:       defaultWatchdog,
 		releaseTimeout: 10 * time.Second,
 		now:            time.Now,
 		jobs:           map[string]*jobState{},

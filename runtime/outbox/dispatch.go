@@ -28,11 +28,12 @@ func (w *Worker) startDispatch(m claimed) {
 // runDispatch is startDispatch after w.dispatch.Add(1).
 func (w *Worker) runDispatch(m claimed) {
 	w.mu.Lock()
-	hctx, sink, gen, sem := w.hctx, w.sink, w.gen, w.sem
+	hctx, sink, gen, sem, stop := w.hctx, w.sink, w.gen, w.sem, w.stop
+	queued := w.queueLocked(m)
 	w.mu.Unlock()
 	go func() {
 		defer w.dispatch.Done()
-		res, ran := w.acquireAndHandle(hctx, sem, m)
+		res, ran, ok := w.acquireAndHandle(hctx, sem, stop, m, queued)
 		w.mu.Lock()
 		delete(w.inflight, m.id)
 		if w.gen == gen {
@@ -47,7 +48,7 @@ func (w *Worker) runDispatch(m claimed) {
 			}
 		}
 		w.mu.Unlock()
-		if !sink.put(res) {
+		if ok && !sink.put(res) {
 			// Run has returned (this handler ignored its context past the shutdown deadline):
 			// nothing may write any more, so the lease expires and the row is reclaimed.
 			w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox result after shutdown dropped; the row will be reclaimed",
@@ -57,20 +58,37 @@ func (w *Worker) runDispatch(m claimed) {
 	}()
 }
 
-// acquireAndHandle waits for a dispatch slot and runs the handler. A row whose claim began so
-// long ago (a prefetched row that waited for a slot, a claim whose answer came back late) that
-// its handler could outlive the lease (and be reclaimed and run twice, or out of its key's
-// order) is given back unhandled instead: PENDING again, due at once, if the fence still lets
-// the write through. ran says whether the handler ran.
-func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m claimed) (res result, ran bool) {
+// acquireAndHandle waits for a dispatch slot and runs the handler. Once Run's context has
+// ended (stop), no handler starts: a queued row is left to Run's give-back (giveback.go) and ok
+// is false, as there is no result to write; a row handed off too late to be queued is given
+// back here. A row whose claim began so long ago (a prefetched row that waited for a slot, a
+// claim whose answer came back late) that its handler could outlive the lease (and be
+// reclaimed and run twice, or out of its key's order) is given back unhandled too: PENDING
+// again, due at once, if the fence still lets the write through. ran says whether the handler
+// ran.
+func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop <-chan struct{}, m claimed, queued bool) (res result, ran, ok bool) {
+	const stopped = "the worker shut down before its handler started"
 	select {
 	case sem <- struct{}{}:
 	default:
 		select {
 		case sem <- struct{}{}:
-		case <-hctx.Done():
-			return w.giveBack(m, "the worker shut down before a dispatch slot was free"), false
+		case <-stop:
+			if queued {
+				return result{}, false, false
+			}
+			return w.giveBack(m, stopped), false, true
 		}
+	}
+	w.mu.Lock()
+	start := w.startLocked(m, stop)
+	w.mu.Unlock()
+	if !start {
+		<-sem
+		if queued {
+			return result{}, false, false
+		}
+		return w.giveBack(m, stopped), false, true
 	}
 	// Checked whether the slot was free at once or not: a claim whose answer came back late (a
 	// stalled network, a paused process) may already have been reclaimed and handled by another
@@ -79,13 +97,13 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, m cla
 	rt, _ := w.router.lookup(m.eventType)
 	if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
 		<-sem
-		return w.giveBack(m, fmt.Sprintf("%s passed since the claim began; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false
+		return w.giveBack(m, fmt.Sprintf("%s passed since the claim began; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false, true
 	}
 	defer func() { <-sem }()
 	w.mu.Lock()
 	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
 	w.mu.Unlock()
-	return w.handle(hctx, m), true
+	return w.handle(hctx, m), true, true
 }
 
 // giveBack is the result for a claimed row whose handler never ran, or was cut off by the

@@ -87,7 +87,9 @@
 // A handler that returns nil after its deadline still counts as a success; the fence decides
 // whether that write lands.
 //
-// Cancelling Run's context stops claiming at once. Handlers already running keep their own
+// Cancelling Run's context stops claiming at once, and no handler starts after it: rows the
+// worker claimed ahead of its free slots are given back at once (PENDING, due now, the attempt
+// not counted), so other workers deliver them. Handlers already running keep their own
 // context until their event timeout, or until Config.ShutdownTimeout passes, when it is
 // cancelled; the results of the handlers that return are recorded, and Run returns nil.
 //

@@ -51,6 +51,12 @@ type Worker struct {
 	handoffToken   string    // the claim token of handed-off rows (handoffTokenEvery)
 	handoffTokenAt time.Time // when handoffToken was made
 
+	// The shutdown's give-back (giveback.go): no handler starts once stop (Run's ctx.Done) is
+	// closed; unstarted holds the claimed rows whose handlers have not started, nil once Run
+	// has taken them to give them back.
+	stop      <-chan struct{}
+	unstarted map[dispatchRef]claimed
+
 	// Test seams.
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
@@ -135,9 +141,10 @@ func (w *Worker) signalFreed() {
 }
 
 // Run claims, dispatches and records until ctx is done, then shuts down: it stops claiming at
-// once; in-flight handlers keep their contexts until their event timeout or until
-// ShutdownTimeout passes, when their contexts are cancelled; the results of those that return
-// are recorded; and Run returns nil. A handler that ignores its context is left running (Go
+// once; claimed rows whose handlers have not started are given back at once (PENDING, due now,
+// the attempt not counted), so other workers deliver them; in-flight handlers keep their
+// contexts until their event timeout or until ShutdownTimeout passes, when their contexts are
+// cancelled; the results of those that return are recorded; and Run returns nil. A handler that ignores its context is left running (Go
 // cannot stop it); its row is reclaimed after its lease.
 //
 // Database errors do not end Run. While the database is unreachable, each failed claim,
@@ -174,6 +181,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.sinkCap = 4 * max(w.cfg.BatchSize, w.cfg.Concurrency)
 	w.hctx = hctx
 	w.accepting = true
+	w.stop = ctx.Done()
+	w.unstarted = map[dispatchRef]claimed{}
 	w.mu.Unlock()
 
 	flushDone := make(chan struct{})
@@ -191,19 +200,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("event_types", w.types), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("stale_after", w.cfg.StaleAfter))
 	w.claimLoop(ctx)
+	stopBy := time.Now().Add(w.cfg.ShutdownTimeout)
 	w.mu.Lock()
 	w.accepting = false
+	unstarted := w.takeUnstartedLocked()
 	w.mu.Unlock()
+	// Shutdown: give back the rows no handler has started, at once, so that other workers
+	// deliver them while this one waits only for the handlers already running.
+	gctx, cancelGive := context.WithDeadline(wctx, stopBy)
+	w.giveBackUnstarted(gctx, unstarted)
+	cancelGive()
 	<-maintDone
 
-	// Shutdown: wait for in-flight handlers, then cancel them, then give up on the hung.
+	// Then wait for in-flight handlers, then cancel them, then give up on the hung.
 	done := make(chan struct{})
 	go func() {
 		w.dispatch.Wait()
 		close(done)
 	}()
-	stopBy := time.Now().Add(w.cfg.ShutdownTimeout)
-	deadline := time.NewTimer(w.cfg.ShutdownTimeout)
+	deadline := time.NewTimer(time.Until(stopBy))
 	defer deadline.Stop()
 	select {
 	case <-done:

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxgen/outboxgen/internal/testdb"
 )
 
 // TestLifecycle, on the server kind OUTBOX_REL_SERVER names: data committed before a clean
@@ -114,11 +117,17 @@ func TestLifecycle(t *testing.T) {
 	slept := make(chan error, 1)
 	go func() { slept <- conn.QueryRowContext(ctx, "SELECT SLEEP(30)").Scan(new(int)) }()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		var n int
-		if err := s.Admin().QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP%'", id).Scan(&n); err != nil {
+		// Not information_schema.PROCESSLIST: on MySQL its reads fail while any session runs a
+		// statement holding an emoji (see testdb.Sessions).
+		list, err := testdb.Sessions(ctx, s.Admin())
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
+		sleeping := false
+		for _, ps := range list {
+			sleeping = sleeping || (ps.ID == id && bytes.HasPrefix(ps.Info, []byte("SELECT SLEEP")))
+		}
+		if sleeping {
 			break
 		}
 		if time.Now().After(deadline) {
