@@ -41,6 +41,10 @@
 //     message has one) and outbox-source (only with WithSource: the database a relay of several
 //     reads, since message ids and "msg:<id>" are unique per database only).
 //     WithMetadataPrefix("") leaves the metadata out.
+//   - Byte for byte: Kafka carries record keys and header values as bytes, so the key and
+//     every header arrive as the message carried them, with no encoding: keys that differ only
+//     in a CR, an LF or an outer space (which NATS headers would merge) are distinct records
+//     with distinct keys and outbox-idempotency-key headers.
 //   - Timestamp: the client's (the produce time), not the enqueue time, which is in
 //     outbox-enqueued-at.
 //

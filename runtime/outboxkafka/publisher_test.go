@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,48 @@ func TestRecordMapping(t *testing.T) {
 	}
 	if !keys["inv-9"] || !keys["msg:9"] || !keys["invoices:77"] {
 		t.Errorf("keys %v, want inv-9 (from the header), msg:9 (no header: the idempotency key) and invoices:77 (the ordering key)", keys)
+	}
+}
+
+// Header names and values that NATS's header rules would change (a CR or LF, spaces or a tab
+// at either end, a name with ':' or a space), values that differ only there, and bytes that
+// are not UTF-8: Kafka record headers are bytes, so each arrives as the message carried it,
+// with the record key and the metadata (an ordering key with an outer space, say) likewise.
+func TestRecordHeadersByteForByte(t *testing.T) {
+	t.Parallel()
+	c := cluster(t, 1, "outbox.order_paid")
+	p := outboxkafka.New(producer(t, c))
+	want := []map[string]string{
+		{"note": "inv 7", "tenant:id": "acme"},
+		{"note": "inv\n7", "tenant:id": " acme", "a b": "x"},
+		{"note": "inv\r7", "tenant:id": "acme ", "x": "a\r\nX-Forged: 1"},
+		{"note": "inv\t7", "tenant:id": "\tacme", "~x": "~x", "bytes": "\xff\x00"},
+	}
+	orderingKeys := []string{"k", " k", "k ", "k\n"}
+	for i, h := range want {
+		d := relaytest.Delivery(outbox.MessageID(i+1), "order_paid", fmt.Sprintf("order_paid:%d", i), 1, h)
+		d.OrderingKey = orderingKeys[i]
+		if _, err := p.Publish(context.Background(), json.RawMessage(`{}`), d); err != nil {
+			t.Fatalf("Publish %d: %v", i, err)
+		}
+	}
+	recs := consumeAll(t, c, len(want), "outbox.order_paid")
+	if len(recs) != len(want) {
+		t.Fatalf("consumed %d records, want %d", len(recs), len(want))
+	}
+	for i, r := range recs {
+		got := map[string]string{}
+		for _, h := range r.Headers {
+			if !strings.HasPrefix(h.Key, "outbox-") {
+				got[h.Key] = string(h.Value)
+			}
+		}
+		if !maps.Equal(got, want[i]) {
+			t.Errorf("record %d: headers\n got %q\nwant %q", i, got, want[i])
+		}
+		if string(r.Key) != orderingKeys[i] || header(r, "outbox-ordering-key") != orderingKeys[i] {
+			t.Errorf("record %d: key %q, outbox-ordering-key %q, want %q", i, r.Key, header(r, "outbox-ordering-key"), orderingKeys[i])
+		}
 	}
 }
 

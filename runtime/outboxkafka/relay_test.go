@@ -3,6 +3,7 @@ package outboxkafka_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +215,85 @@ func TestRelayOrderPerKey(t *testing.T) {
 	}
 	if len(last) != producers*keysPer {
 		t.Errorf("%d keys in Kafka, want %d", len(last), producers*keysPer)
+	}
+}
+
+// The idempotency keys that NATS's header rules would make equal (a CR or LF turned into a
+// space, outer spaces trimmed), keys outside printable ASCII, and ordering keys that differ the
+// same ways: Kafka carries keys and header values as bytes, so every message is a record of its
+// own whose record key and headers are the message's, byte for byte.
+func TestRelayDistinctKeysStayDistinct(t *testing.T) {
+	t.Parallel()
+	db := relaytest.NewDB(t)
+	c := cluster(t, 4, "outbox.order_paid")
+
+	keys := map[outbox.MessageID]string{}
+	notes := map[outbox.MessageID]string{}
+	for i, key := range []string{"order_paid:1", "inv 7", "inv\n7", "inv\r7", "inv\t7", "order-9", "order-9 ", " order-9", "~x", "facture-n°7", ""} {
+		var opts []outbox.EnqueueOption
+		if !strings.ContainsAny(key, "\r\n") { // the core refuses CR and LF in a header value
+			opts = append(opts, outbox.Header("note", key))
+		}
+		id := db.Enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), key, opts...)
+		if opts != nil {
+			notes[id] = key
+		}
+		if key == "" {
+			key = fmt.Sprintf("msg:%d", id)
+		}
+		keys[id] = key
+	}
+	orderingKeys := map[outbox.MessageID]string{}
+	for i, ok := range []string{"k", " k", "k ", "k\n", "k\r", "k\t", "k"} {
+		id := db.EnqueueOrdered(t, "order_paid", fmt.Sprintf(`{"o": %d}`, i), ok)
+		orderingKeys[id] = ok
+	}
+
+	relay := outbox.NewRouter()
+	if err := outboxkafka.Register(relay, producer(t, c), outboxkafka.Types(relaytest.Fast, "order_paid")); err != nil {
+		t.Fatal(err)
+	}
+	w := relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	db.WaitDrained(t, 60*time.Second)
+	w.Stop(t)
+
+	recs := consumeAll(t, c, len(keys)+len(orderingKeys), "outbox.order_paid")
+	seen := map[outbox.MessageID]int{}
+	recordKeys := map[string]bool{}
+	for _, r := range recs {
+		id := messageID(t, r)
+		seen[id]++
+		if r := db.Inspect(t, id); r.Status != outbox.StatusSent {
+			t.Errorf("message %d is %s, want SENT", id, r.Status)
+		}
+		if ok, ordered := orderingKeys[id]; ordered {
+			if string(r.Key) != ok || header(r, "outbox-ordering-key") != ok {
+				t.Errorf("message %d: record key %q, outbox-ordering-key %q, want the ordering key %q", id, r.Key, header(r, "outbox-ordering-key"), ok)
+			}
+			continue
+		}
+		key, ok := keys[id]
+		if !ok {
+			t.Errorf("record of message %d, which the test did not enqueue", id)
+			continue
+		}
+		recordKeys[string(r.Key)] = true
+		if string(r.Key) != key || header(r, "outbox-idempotency-key") != key || header(r, "note") != notes[id] {
+			t.Errorf("message %d: record key %q, outbox-idempotency-key %q, note %q, want %q, %q, %q",
+				id, r.Key, header(r, "outbox-idempotency-key"), header(r, "note"), key, key, notes[id])
+		}
+	}
+	for id := range keys {
+		if seen[id] != 1 {
+			t.Errorf("message %d (key %q) is in Kafka %d times, want once", id, keys[id], seen[id])
+		}
+	}
+	for id := range orderingKeys {
+		if seen[id] != 1 {
+			t.Errorf("message %d (ordering key %q) is in Kafka %d times, want once", id, orderingKeys[id], seen[id])
+		}
+	}
+	if len(recordKeys) != len(keys) {
+		t.Errorf("%d distinct record keys for %d distinct idempotency keys", len(recordKeys), len(keys))
 	}
 }

@@ -3,8 +3,8 @@
 // acknowledged it (the PubAck). The worker then marks the row SENT; a failed publish or a
 // missing ack is an error, so the row goes back to PENDING with its backoff and is published
 // again later. Delivery into the stream is therefore at least once, and JetStream's duplicate
-// window turns the repeats into one stored message: every publish carries
-// Nats-Msg-Id = Delivery.IdempotencyKey.
+// window turns the repeats into one stored message: every publish carries a Nats-Msg-Id made
+// from Delivery.IdempotencyKey (MsgID).
 //
 // It lives in a module of its own so the core's dependencies do not grow.
 //
@@ -28,8 +28,10 @@
 //     is not a valid literal NATS subject (empty token, whitespace, a * or > token), so the
 //     stream's subjects, "outbox.>" say, can be written knowing what will arrive.
 //   - Data: the payload, byte for byte as enqueued (JSON).
-//   - Nats-Msg-Id: Delivery.IdempotencyKey: the key of the message, or "msg:<id>" when it was
-//     enqueued without one; with WithSource(name), name + "/" + that key.
+//   - Nats-Msg-Id: MsgID(Delivery.IdempotencyKey), the key of the message, or "msg:<id>" when
+//     it was enqueued without one, encoded as "Encoding" below says (a key of printable ASCII
+//     with no space at either end and no leading '~' is its own id); with WithSource(name),
+//     name + "/" + that id.
 //   - Headers: every header of the message (outbox.Header, the trace context that
 //     runtime/outboxotel writes: traceparent, tracestate, baggage) under its own name, then
 //     the outbox's metadata under MetadataPrefix ("outbox-" by default, the prefix the core
@@ -37,8 +39,32 @@
 //     outbox-message-id (the row id), outbox-event-type, outbox-idempotency-key, outbox-attempt
 //     (1 on the first delivery), outbox-enqueued-at (RFC 3339 with nanoseconds, UTC),
 //     outbox-ordering-key (only when the message has one) and outbox-source (only with
-//     WithSource). WithMetadataPrefix("") leaves the metadata out. NATS trims spaces at both
-//     ends of a header value.
+//     WithSource). WithMetadataPrefix("") leaves the metadata out. Names and values are
+//     encoded as "Encoding" says.
+//
+// # Encoding
+//
+// nats.go writes headers with net/http's rules: a CR or LF in a value becomes a space, spaces
+// and tabs at either end of a value are trimmed, and a header whose name is not an HTTP token
+// is left out. Written as they are, the keys "inv 7", "inv\n7" and "inv\r7" would be one
+// Nats-Msg-Id, and JetStream would drop the second and third messages as duplicates of the
+// first. So the Publisher writes each Nats-Msg-Id, header name and header value either as it is
+// or as "~" + its base64url (RFC 4648 section 5, without padding):
+//
+//   - Nats-Msg-Id: as it is when the key is printable ASCII (0x20 to 0x7e) and neither starts
+//     nor ends with a space nor starts with '~'. Such a key is its own id in every version of
+//     the relay, so the duplicate window holds across a rolling deploy. With WithSource, the
+//     source + "/" comes before the encoded id.
+//   - A header name: as it is when it is an HTTP token (letters, digits and !#$%&'*+-.^_`|~)
+//     not starting with '~': tenant:id arrives as ~dGVuYW50Omlk.
+//   - A header value: as it is when it is valid UTF-8 without control characters (tab
+//     included) and neither starts nor ends with a space nor starts with '~': a traceparent,
+//     "inv 7" and "Zürich" arrive as they are, " acme" as ~IGFjbWU.
+//
+// No string written as it is starts with '~', so distinct strings stay distinct. A consumer
+// decodes every name and value the same way (Decode, in Go): a string starting with '~' is the
+// unpadded base64url of the original, any other is the original. The metadata headers are
+// encoded too: outbox-idempotency-key decodes to the key, outbox-ordering-key to the ordering key.
 //
 // # What the duplicate window covers
 //
@@ -68,10 +94,9 @@
 // operator fixes by adding the stream), a stream that is full. Permanent (outbox.Permanent, the
 // message goes FAILED at once with the reason as its last_error) are only the refusals that no
 // retry can change: a message larger than the server's max_payload or the stream's
-// MaxMsgSize, headers beyond the stream's header limit, and a message header the relay cannot
-// carry (a name with ':', which NATS parses as the end of the name, or one starting with
-// "Nats-", which JetStream would obey as a control header: a rollup, a TTL, an expected
-// sequence).
+// MaxMsgSize, headers beyond the stream's header limit, and a message header whose name starts
+// with "Nats-" in any case (JetStream would obey it as a control header: a rollup, a TTL, an
+// expected sequence).
 //
 // # Order
 //

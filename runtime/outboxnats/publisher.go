@@ -72,33 +72,32 @@ func (p *Publisher) Publish(ctx context.Context, payload json.RawMessage, d outb
 }
 
 // message builds the NATS message of a delivery: the payload as the data, the message's
-// headers, the metadata and Nats-Msg-Id.
+// headers, the metadata and Nats-Msg-Id. Every header name and value goes through the
+// encoding of encoding.go, so nats.go neither merges two of them nor leaves one out.
 func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.Delivery) (*nats.Msg, error) {
 	h := make(nats.Header, len(d.Headers)+8)
 	for k, v := range d.Headers {
-		switch {
-		case strings.ContainsRune(k, ':'):
-			return nil, fmt.Errorf("header %q: a NATS header name cannot contain ':'", k)
-		case len(k) >= len(natsPrefix) && strings.EqualFold(k[:len(natsPrefix)], natsPrefix):
+		if len(k) >= len(natsPrefix) && strings.EqualFold(k[:len(natsPrefix)], natsPrefix) {
 			return nil, fmt.Errorf("header %q: names starting with %q are JetStream's control headers", k, natsPrefix)
 		}
-		h.Set(k, v)
+		h.Set(headerName(k), headerValue(v))
 	}
 	if d.IdempotencyKey == "" {
 		// The worker always sets it ("msg:<id>" without a key); a hand-made Delivery might not.
 		return nil, errors.New("empty IdempotencyKey: Nats-Msg-Id needs one")
 	}
-	msgID := d.IdempotencyKey
+	msgID := MsgID(d.IdempotencyKey)
 	if src := p.cfg.source; src != "" {
 		if err := checkSource(src); err != nil {
 			return nil, err
 		}
+		// A source has no '/', so the id still names one key of one source.
 		msgID = src + "/" + msgID
 	}
 	// The metadata after the message's headers: a collision (only with a prefix other than
 	// the reserved "outbox-") goes to the metadata.
 	for _, m := range relay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
-		h.Set(m.Key, m.Value)
+		h.Set(headerName(m.Key), headerValue(m.Value))
 	}
 	h.Set(jetstream.MsgIDHeader, msgID)
 	return &nats.Msg{Subject: subject, Data: payload, Header: h}, nil

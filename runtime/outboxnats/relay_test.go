@@ -3,12 +3,14 @@ package outboxnats_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -375,5 +377,75 @@ func TestRelayOrderPerKey(t *testing.T) {
 	}
 	if len(next) != producers*keysPer {
 		t.Errorf("%d keys in the stream, want %d", len(next), producers*keysPer)
+	}
+}
+
+// Idempotency keys that nats.go's header rules would make equal (a CR or LF turned into a
+// space, outer spaces trimmed) and keys outside printable ASCII: each message reaches the
+// stream, under the Nats-Msg-Id that the encoding gives it, and the keys that were already safe
+// keep their id, so the duplicate window holds across a rolling deploy of the relay.
+func TestRelayDistinctKeysStayDistinct(t *testing.T) {
+	t.Parallel()
+	db := relaytest.NewDB(t)
+	ns := startNATS(t)
+	_, js := ns.connect(t)
+	stream := createStream(t, js, "OUTBOX", time.Minute, "outbox.>")
+
+	encoded := func(key string) string { return "~" + base64.RawURLEncoding.EncodeToString([]byte(key)) }
+	cases := []struct{ key, id string }{
+		{"order_paid:1", "order_paid:1"},
+		{"inv 7", "inv 7"},
+		{"inv\n7", encoded("inv\n7")},
+		{"inv\r7", encoded("inv\r7")},
+		{"inv\t7", encoded("inv\t7")},
+		{"order-9", "order-9"},
+		{"order-9 ", encoded("order-9 ")},
+		{" order-9", encoded(" order-9")},
+		{"~x", encoded("~x")},
+		{"facture-n°7", encoded("facture-n°7")},
+		{"", ""}, // no key: "msg:<id>", set below
+	}
+	keys := map[outbox.MessageID]string{}
+	ids := map[outbox.MessageID]string{}
+	notes := map[outbox.MessageID]string{}
+	for i, c := range cases {
+		var opts []outbox.EnqueueOption
+		if !strings.ContainsAny(c.key, "\r\n") { // the core refuses CR and LF in a header value
+			opts = append(opts, outbox.Header("note", c.key))
+		}
+		id := db.Enqueue(t, "order_paid", fmt.Sprintf(`{"i": %d}`, i), c.key, opts...)
+		key, msgID := c.key, c.id
+		if key == "" {
+			key = fmt.Sprintf("msg:%d", id)
+			msgID = key
+		}
+		keys[id], ids[id] = key, msgID
+		if opts != nil {
+			notes[id] = c.key
+		}
+	}
+
+	relay := outbox.NewRouter()
+	if err := outboxnats.Register(relay, js, outboxnats.Types(relaytest.Fast, "order_paid")); err != nil {
+		t.Fatal(err)
+	}
+	w := relaytest.StartWorker(t, db.DB, relay, outbox.Config{Concurrency: 4})
+	db.WaitDrained(t, 60*time.Second)
+	w.Stop(t)
+
+	for id, key := range keys {
+		if r := db.Inspect(t, id); r.Status != outbox.StatusSent {
+			t.Errorf("message %d (key %q) is %s, want SENT", id, key, r.Status)
+		}
+	}
+	for _, m := range checkOnce(t, stream, ids) {
+		id, _ := strconv.ParseInt(m.Header.Get("outbox-message-id"), 10, 64)
+		mid := outbox.MessageID(id)
+		for name, want := range map[string]string{"Nats-Msg-Id": keys[mid], "outbox-idempotency-key": keys[mid], "note": notes[mid]} {
+			got, err := outboxnats.Decode(m.Header.Get(name))
+			if err != nil || got != want {
+				t.Errorf("message %d: %s %q decodes to %q (%v), want %q", id, name, m.Header.Get(name), got, err, want)
+			}
+		}
 	}
 }
