@@ -257,7 +257,7 @@ func headersSchema(e *event, key string) *yaml.Node {
 	props.
 		add("outbox-source", str("The database the relay reads, only when it was given one (WithSource: several databases, such as shards, relaying into one stream or topic). Message ids and \"msg:<id>\" keys are unique per database only: deduplicate on this header and the idempotency key together.").
 			add("pattern", ystr(`^[A-Za-z0-9_.:-]{1,64}$`)).node()).
-		add("Nats-Msg-Id", str("NATS only: the idempotency key, as in outbox-idempotency-key, after outbox-source and \"/\" when the relay has a source. JetStream drops a message whose id it stored within the stream's duplicate window.").
+		add("Nats-Msg-Id", str("NATS only: the idempotency key, as in outbox-idempotency-key, after outbox-source and \"/\" when the relay has a source. A key of printable ASCII with no outer space and no leading ~ is written as it is; any other key as ~ and its unpadded base64url, and so is any header name or value that NATS headers would alter (outboxnats.Decode reverses it). JetStream drops a message whose id it stored within the stream's duplicate window.").
 			add("maxLength", yint(fmt.Sprint(maxKeyLen+65))).node()).
 		add("traceparent", str("W3C trace context of the span that enqueued the message, when the application traces with runtime/outboxotel.").
 			add("pattern", ystr(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)).node()).
