@@ -208,6 +208,7 @@ type tableState struct {
 	exists  bool
 	version int                   // from the COMMENT; 1 when it has none
 	min     int                   // the oldest outboxgen that may run on it (schemacheck.go)
+	mark    TableSchema           // the COMMENT read (schemacheck.go)
 	columns map[string]columnInfo // by lowercased name
 }
 
@@ -242,7 +243,7 @@ func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, e
 		// A mark this outboxgen cannot read is a newer outboxgen's: neither upgrade nor check it.
 		return st, tooNewError([]string{err.Error()})
 	}
-	st.exists, st.version, st.min = true, mark.Version, mark.Min
+	st.exists, st.version, st.min, st.mark = true, mark.Version, mark.Min, mark
 	rows, err := conn.QueryContext(ctx, columnsQuery, table)
 	if err != nil {
 		return st, fmt.Errorf("read the columns of %s: %w", table, err)
@@ -270,9 +271,8 @@ func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 		return []string{t.ddl}, nil
 	}
 	if st.version > SchemaVersion {
-		s := TableSchema{Table: t.name, Exists: true, Version: st.version, Min: st.min}
-		if !s.Compatible() {
-			return nil, tooNewError([]string{s.tooNew()})
+		if !st.mark.Compatible() {
+			return nil, tooNewError([]string{st.mark.tooNew([]string{t.name})})
 		}
 		// A newer outboxgen migrated it and says this one may still run on it: a rolling
 		// deploy whose old instances call Migrate at start must not stop there.

@@ -37,6 +37,8 @@ type TableSchema struct {
 	Min int
 	// Comment is the COMMENT as the server returned it.
 	Comment string
+
+	minNamed bool // the COMMENT names the min (else it is the version)
 }
 
 // Compatible reports whether a worker of this outboxgen (SchemaVersion) may run on the table.
@@ -84,6 +86,7 @@ func parseSchemaComment(table, comment string) (TableSchema, error) {
 	s.Min = s.Version
 	if m[2] != "" {
 		s.Min, _ = strconv.Atoi(m[2])
+		s.minNamed = true
 	}
 	if s.Version < 1 || s.Min < 1 || s.Min > s.Version {
 		return s, fmt.Errorf("table %s has COMMENT %q, whose min version is not between 1 and its version",
@@ -101,13 +104,17 @@ func (s TableSchema) describe() string {
 	return fmt.Sprintf("schema version %d (min %d)", s.Version, s.Min)
 }
 
-// tooNew says why a table needs a newer outboxgen, naming both versions.
-func (s TableSchema) tooNew() string {
-	why := fmt.Sprintf("only outboxgen schema version %d or later may run on it", s.Min)
-	if s.Min == s.Version {
-		why += " (its COMMENT names no lower min)"
+// tooNew says why tables of s's mark need a newer outboxgen, naming both versions.
+func (s TableSchema) tooNew(tables []string) string {
+	what, them := "table "+tables[0]+" is", "it"
+	if len(tables) > 1 {
+		what, them = "tables "+strings.Join(tables, ", ")+" are", "them"
 	}
-	return fmt.Sprintf("table %s is at %s, newer than this outboxgen's %d: %s", s.Table, s.describe(), SchemaVersion, why)
+	why := fmt.Sprintf("only outboxgen schema version %d or later may run on %s", s.Min, them)
+	if !s.minNamed {
+		why += " (a COMMENT without min allows its own version and later)"
+	}
+	return fmt.Sprintf("%s at %s, newer than this outboxgen's %d: %s", what, s.describe(), SchemaVersion, why)
 }
 
 // tooNewError wraps ErrSchemaTooNew around the reasons, on one line (callers log it).
@@ -194,14 +201,29 @@ func checkSchemaCompat(ctx context.Context, db DBTX) error {
 
 // incompatible is the refusal for the tables that need a newer outboxgen, nil when none does.
 func incompatible(schemas []TableSchema) error {
-	var reasons []string
-	for _, s := range schemas {
-		if !s.Compatible() {
-			reasons = append(reasons, s.tooNew())
-		}
+	// Tables of one mark share one reason: a migration marks them all alike.
+	type mark struct {
+		version, min int
+		minNamed     bool
 	}
-	if len(reasons) == 0 {
+	var marks []mark
+	tables := map[mark][]string{}
+	for _, s := range schemas {
+		if s.Compatible() {
+			continue
+		}
+		k := mark{s.Version, s.Min, s.minNamed}
+		if tables[k] == nil {
+			marks = append(marks, k)
+		}
+		tables[k] = append(tables[k], s.Table)
+	}
+	if len(marks) == 0 {
 		return nil
+	}
+	reasons := make([]string, len(marks))
+	for i, k := range marks {
+		reasons[i] = TableSchema{Version: k.version, Min: k.min, minNamed: k.minNamed}.tooNew(tables[k])
 	}
 	return tooNewError(reasons)
 }

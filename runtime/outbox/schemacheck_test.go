@@ -78,7 +78,7 @@ func TestNewWorkerRefusesNewerSchema(t *testing.T) {
 		{fmt.Sprintf("outboxgen schema %d min %d", next, next),
 			fmt.Sprintf("table outbox_inbox is at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on it", next, SchemaVersion, next)},
 		{fmt.Sprintf("outboxgen schema %d", next),
-			fmt.Sprintf("table outbox_inbox is at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on it (its COMMENT names no lower min)", next, SchemaVersion, next)},
+			fmt.Sprintf("table outbox_inbox is at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on it (a COMMENT without min allows its own version and later)", next, SchemaVersion, next)},
 		{fmt.Sprintf("outboxgen schema %d min %d", next+2, next+1),
 			fmt.Sprintf("table outbox_inbox is at schema version %d (min %d), newer than this outboxgen's %d", next+2, next+1, SchemaVersion)},
 		{fmt.Sprintf("outboxgen schema %d min %d rows", next, SchemaVersion),
@@ -245,6 +245,7 @@ func TestTableSchemas(t *testing.T) {
 		switch names[i] {
 		case "outbox_inbox":
 			want.Version, want.Comment = SchemaVersion+1, fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion+1, SchemaVersion)
+			want.minNamed = true
 		case "outbox_job_runs":
 			want = TableSchema{Table: names[i]}
 		}
@@ -254,5 +255,30 @@ func TestTableSchemas(t *testing.T) {
 		if !s.Compatible() {
 			t.Errorf("%s: not compatible, want compatible", s.Table)
 		}
+	}
+}
+
+// Tables of one mark share one reason, so a refusal stays one short line.
+func TestIncompatibleGroupsTables(t *testing.T) {
+	t.Parallel()
+	var schemas []TableSchema
+	for _, c := range []struct{ table, comment string }{
+		{"outbox_messages", "outboxgen schema 7 min 6"},
+		{"outbox_inbox", "outboxgen schema 7 min 6"},
+		{"outbox_job_runs", "outboxgen schema 7 min 7"},
+		{"outbox_ordering", fmt.Sprintf("outboxgen schema %d", SchemaVersion)},
+	} {
+		s, err := parseSchemaComment(c.table, c.comment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemas = append(schemas, s)
+	}
+	schemas = append(schemas, TableSchema{Table: "outbox_ordering_queue"})
+	err := incompatible(schemas)
+	want := fmt.Sprintf("the outboxgen tables need a newer outboxgen: tables outbox_messages, outbox_inbox are at schema version 7 (min 6), newer than this outboxgen's %d: only outboxgen schema version 6 or later may run on them; "+
+		"table outbox_job_runs is at schema version 7, newer than this outboxgen's %d: only outboxgen schema version 7 or later may run on it; deploy the newer outboxgen", SchemaVersion, SchemaVersion)
+	if err == nil || err.Error() != want || !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("incompatible:\n got %v\nwant %s", err, want)
 	}
 }
