@@ -30,7 +30,7 @@ func TestSchemaNewer(t *testing.T) {
 	newer := fmt.Sprintf("outboxgen schema %d min %d", next, next)
 	current := fmt.Sprintf("outboxgen schema %d", outbox.SchemaVersion)
 	// The refusal the worker must give, with both versions in it.
-	want := fmt.Sprintf("is at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on it",
+	want := fmt.Sprintf("are at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on them",
 		next, outbox.SchemaVersion, next)
 	mark := func(comment string) {
 		t.Helper()
