@@ -51,15 +51,17 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		// stops the whole migration, rather than leave the others half upgraded beside it.
 		plans := make([][]string, len(tables))
 		errs := make([]error, len(tables))
+		marks := make([]TableSchema, len(tables))
 		for i, t := range tables {
 			st, err := readTable(ctx, conn, t.name)
 			if err != nil {
 				return err
 			}
+			marks[i] = st.mark
 			plans[i], errs[i] = upgradeStatements(t, st)
-			if errors.Is(errs[i], ErrSchemaTooNew) {
-				return errs[i]
-			}
+		}
+		if err := incompatible(marks); err != nil {
+			return err
 		}
 		// A table that is not outboxgen's does not stop the others from being created.
 		var problems []string
@@ -107,16 +109,26 @@ func SchemaUpgrade(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	var out []string
 	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
-		for _, t := range tables {
+		var errs []error
+		marks := make([]TableSchema, len(tables))
+		for i, t := range tables {
 			st, err := readTable(ctx, conn, t.name)
 			if err != nil {
 				return err
 			}
+			marks[i] = st.mark
 			stmts, err := upgradeStatements(t, st)
+			errs = append(errs, err)
+			out = append(out, stmts...)
+		}
+		// The tables that need a newer outboxgen are named together, before other problems.
+		if err := incompatible(marks); err != nil {
+			return err
+		}
+		for _, err := range errs {
 			if err != nil {
 				return err
 			}
-			out = append(out, stmts...)
 		}
 		return nil
 	})
