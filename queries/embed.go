@@ -18,7 +18,11 @@ import (
 var Schema string
 
 // SchemaVersion is the version of Schema. Each table's COMMENT records the version it is at
-// ('outboxgen schema N'); tables of version 1 predate the comment.
+// ('outboxgen schema N'); tables of version 1 predate the comment. A version whose change an
+// older worker can live with (a new column, an ENUM value it never writes) also names the
+// oldest version that may run on the tables, 'outboxgen schema N min M'; without min, M = N.
+// Every outboxgen before the min existed reads any other COMMENT as version 1, so a version
+// that is not additive writes no min.
 const SchemaVersion = 4
 
 //go:embed upgrades/*.sql

@@ -16,6 +16,8 @@ SELECT CAST(COALESCE(RELEASE_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESC
 SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT(@@SESSION.binlog_format) AS binlog_format;
 
 -- name: SchemaProbe :one
--- NewWorker's check that outbox_messages exists and has the newest column (schema version 3's
--- headers): a primary-key probe that reads no row. Error 1146 or 1054 means: run Migrate.
-SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0 AND headers IS NULL;
+-- NewWorker's check that outbox_messages exists and has the newest columns (schema version 3's
+-- headers, version 4's ordering key and seq): a primary-key probe that reads no row. Error 1146
+-- or 1054 means: run Migrate.
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages
+WHERE id = 0 AND headers IS NULL AND ordering_key IS NULL AND ordering_seq IS NULL;

@@ -4,7 +4,9 @@
 -- (UTC_TIMESTAMP(6)), never the application's.
 --
 -- Schema version 4 (each table's COMMENT records it; outbox.Migrate and `outboxgen schema
--- --upgrade` bring tables of earlier versions up to it: queries/upgrades/). What is compared as an identifier (event
+-- --upgrade` bring tables of earlier versions up to it: queries/upgrades/). A COMMENT of
+-- 'outboxgen schema N min M' lets workers of version M and later run on the table; without min,
+-- only version N and later. What is compared as an identifier (event
 -- types, keys, consumers, job names, tokens) is VARBINARY: byte comparison on every server, where
 -- the default collations are case- and accent-blind and MariaDB's _bin ones ignore trailing
 -- spaces. The payload is text with a binary collation, so it comes back byte for byte (MySQL's JSON

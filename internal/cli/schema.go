@@ -15,7 +15,8 @@ const schemaHelp = `usage: outboxgen schema
 Without --upgrade, prints the DDL of the current schema version (for goose, atlas,
 golang-migrate); every statement is idempotent. With --upgrade, connects to the database and
 prints only the statements it still needs (outbox.SchemaUpgrade): CREATE TABLE for a missing
-table, ALTER TABLE for a table of an earlier schema version, nothing when it is current. It
+table, ALTER TABLE for a table of an earlier schema version, nothing when it is current (or of a
+later version whose COMMENT, 'outboxgen schema N min M', lets this outboxgen run on it). It
 changes nothing; outboxgen migrate (or outbox.Migrate) applies the same statements.
 `
 
@@ -43,7 +44,11 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 		return c.closeDB(db, c.dbErr("schema --upgrade", err))
 	}
 	if len(stmts) == 0 {
-		fmt.Fprintf(c.out, "-- The outboxgen tables are at schema version %d: nothing to do.\n", outbox.SchemaVersion)
+		at, err := reached(ctx, db)
+		if err != nil {
+			return c.closeDB(db, c.dbErr("schema --upgrade", err))
+		}
+		fmt.Fprintf(c.out, "-- The outboxgen tables are at %s: nothing to do.\n", at)
 		return c.closeDB(db, opsExitOK)
 	}
 	fmt.Fprintf(c.out, "-- What this database needs to reach outboxgen schema version %d.\n", outbox.SchemaVersion)

@@ -34,6 +34,10 @@ const (
 	// to the run ledger, so another instance may run the same period again. Subject is the
 	// job's Name; Err is the cause.
 	JobNotRecorded Kind = "job_not_recorded"
+	// SchemaTooNew: an outbox table's COMMENT says it needs a newer outboxgen than the worker's
+	// (someone migrated to a schema this version may not run on). The worker stops claiming
+	// until the table allows it again; deploy the newer outboxgen. Err names both versions.
+	SchemaTooNew Kind = "schema_too_new"
 )
 
 // Incident is one report.

@@ -110,6 +110,12 @@
 // exist (applied by a DBA from `outboxgen schema`, say). It fails, naming the table and the
 // missing columns, when an existing table lacks a column the runtime uses.
 //
+// Each table's COMMENT is "outboxgen schema N" or "outboxgen schema N min M": its version, and
+// the oldest version that may run on it (M = N when absent). NewWorker refuses tables whose M
+// is above SchemaVersion, naming both numbers (ErrSchemaTooNew), and a running worker that
+// sees such a table stops claiming and reports an incident.SchemaTooNew. An additive change
+// keeps M, so older workers of a rolling deploy go on.
+//
 // # Connection settings
 //
 // The DSN must set parseTime=true and use loc=UTC (go-sql-driver/mysql's default); NewWorker

@@ -156,7 +156,7 @@ func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok boo
 	// runs (a millisecond or more), and a handoff that found none would fall back to a wake and
 	// a claim, the cost the handoff exists to avoid. If the claim fills them, the handed-off
 	// message waits for a slot, at most Concurrency of them, like a prefetched row.
-	if !w.accepting || w.free+w.claiming <= 0 || w.sink.len() >= w.sinkCap {
+	if !w.accepting || w.schemaHeld() || w.free+w.claiming <= 0 || w.sink.len() >= w.sinkCap {
 		return 0, "", false
 	}
 	w.free--

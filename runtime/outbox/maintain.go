@@ -33,6 +33,7 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 		} else if err == nil {
 			watchDown.ok(ctx, w.log)
 		}
+		w.schemaWatch(ctx)
 		select {
 		case <-ctx.Done():
 			return

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +34,10 @@ func Schema() string { return queries.Schema }
 //   - A table at the current version is checked: every column must exist with its type, and
 //     text columns must be utf8mb4. The error names each table, column, what it is and what it
 //     should be, rather than let every later query fail or compare keys case-blind.
+//   - A table of a later version is left alone when its COMMENT allows this version to run on
+//     it ("outboxgen schema N min M" with M <= SchemaVersion: the change was additive), so an
+//     older instance of a rolling deploy still starts. Otherwise Migrate changes nothing and
+//     fails, naming both versions, with an error that wraps ErrSchemaTooNew.
 //
 // Tables that are current are left as they are, so an application may call Migrate at startup
 // as a user with only SELECT, INSERT, UPDATE and DELETE once the tables exist. Two processes
@@ -44,30 +47,42 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		return errors.New("outbox: Migrate: nil db")
 	}
 	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
-		// A table that is not outboxgen's does not stop the others from being created.
-		var problems []string
-		for _, t := range tables {
+		// Every table is read before any is altered: a table that needs a newer outboxgen
+		// stops the whole migration, rather than leave the others half upgraded beside it.
+		plans := make([][]string, len(tables))
+		errs := make([]error, len(tables))
+		marks := make([]TableSchema, len(tables))
+		for i, t := range tables {
 			st, err := readTable(ctx, conn, t.name)
 			if err != nil {
 				return err
 			}
-			stmts, err := upgradeStatements(t, st)
+			marks[i] = st.mark
+			plans[i], errs[i] = upgradeStatements(t, st)
+		}
+		if err := incompatible(marks); err != nil {
+			return err
+		}
+		// A table that is not outboxgen's does not stop the others from being created.
+		var problems []string
+		for i, t := range tables {
 			var mismatch mismatchError
-			if errors.As(err, &mismatch) {
+			if errors.As(errs[i], &mismatch) {
 				problems = append(problems, mismatch.msg)
 				continue
 			}
-			if err != nil {
-				return err
+			if errs[i] != nil {
+				return errs[i]
 			}
-			for _, stmt := range stmts {
+			for _, stmt := range plans[i] {
 				// The statement itself stays out of the error: callers log errors, often with
 				// log.Fatal, and 20 lines of DDL would bury the cause.
 				if err := execDDL(ctx, conn, stmt); err != nil {
 					return fmt.Errorf("%s %s: %w", ddlVerb(stmt), t.name, err)
 				}
 			}
-			if st, err = readTable(ctx, conn, t.name); err != nil {
+			st, err := readTable(ctx, conn, t.name)
+			if err != nil {
 				return err
 			}
 			problems = append(problems, t.check(st)...)
@@ -94,16 +109,26 @@ func SchemaUpgrade(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	var out []string
 	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
-		for _, t := range tables {
+		var errs []error
+		marks := make([]TableSchema, len(tables))
+		for i, t := range tables {
 			st, err := readTable(ctx, conn, t.name)
 			if err != nil {
 				return err
 			}
+			marks[i] = st.mark
 			stmts, err := upgradeStatements(t, st)
+			errs = append(errs, err)
+			out = append(out, stmts...)
+		}
+		// The tables that need a newer outboxgen are named together, before other problems.
+		if err := incompatible(marks); err != nil {
+			return err
+		}
+		for _, err := range errs {
 			if err != nil {
 				return err
 			}
-			out = append(out, stmts...)
 		}
 		return nil
 	})
@@ -194,6 +219,8 @@ func ddlVerb(stmt string) string {
 type tableState struct {
 	exists  bool
 	version int                   // from the COMMENT; 1 when it has none
+	min     int                   // the oldest outboxgen that may run on it (schemacheck.go)
+	mark    TableSchema           // the COMMENT read (schemacheck.go)
 	columns map[string]columnInfo // by lowercased name
 }
 
@@ -214,21 +241,21 @@ const (
 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
 )
 
-var versionComment = regexp.MustCompile(`^outboxgen schema ([0-9]+)$`)
-
 func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, error) {
 	st := tableState{columns: map[string]columnInfo{}}
-	var comment string
+	var comment sql.NullString // NULL under MariaDB's EMPTY_STRING_IS_NULL
 	switch err := conn.QueryRowContext(ctx, tableQuery, table).Scan(&comment); {
 	case errors.Is(err, sql.ErrNoRows):
 		return st, nil
 	case err != nil:
 		return st, fmt.Errorf("read table %s: %w", table, err)
 	}
-	st.exists, st.version = true, 1
-	if m := versionComment.FindStringSubmatch(comment); m != nil {
-		st.version, _ = strconv.Atoi(m[1]) // the regexp admits digits only; a huge number fails below
+	mark, err := parseSchemaComment(table, comment.String)
+	if err != nil {
+		// A mark this outboxgen cannot read is a newer outboxgen's: neither upgrade nor check it.
+		return st, tooNewError([]string{err.Error()})
 	}
+	st.exists, st.version, st.min, st.mark = true, mark.Version, mark.Min, mark
 	rows, err := conn.QueryContext(ctx, columnsQuery, table)
 	if err != nil {
 		return st, fmt.Errorf("read the columns of %s: %w", table, err)
@@ -256,8 +283,12 @@ func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 		return []string{t.ddl}, nil
 	}
 	if st.version > SchemaVersion {
-		return nil, fmt.Errorf("table %s is at schema version %d, newer than this outboxgen's %d: upgrade outboxgen",
-			t.name, st.version, SchemaVersion)
+		if !st.mark.Compatible() {
+			return nil, tooNewError([]string{st.mark.tooNew([]string{t.name})})
+		}
+		// A newer outboxgen migrated it and says this one may still run on it: a rolling
+		// deploy whose old instances call Migrate at start must not stop there.
+		return nil, nil
 	}
 	if st.version == SchemaVersion {
 		return nil, nil
@@ -307,7 +338,9 @@ func alterTarget(stmt string) string {
 }
 
 // check compares a current table with the DDL: every column present, of its type, text in
-// utf8mb4. Byte comparison of identifiers follows from their VARBINARY type.
+// utf8mb4. Byte comparison of identifiers follows from their VARBINARY type. Of a table that a
+// newer outboxgen migrated, only the columns' presence is checked: an additive change may
+// widen a type (an ENUM value this version never writes).
 func (t schemaTable) check(st tableState) []string {
 	var problems []string
 	for _, c := range t.columns {
@@ -315,6 +348,7 @@ func (t schemaTable) check(st tableState) []string {
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("table %s lacks column %s %s", t.name, c.name, c.typ))
+		case st.version > SchemaVersion:
 		case have.columnType != c.typ:
 			what := have.columnType
 			if have.collation != "" {

@@ -57,6 +57,9 @@ type Worker struct {
 	stop      <-chan struct{}
 	unstarted map[dispatchRef]claimed
 
+	// schema stops claims while a table needs a newer outboxgen (schemacheck.go).
+	schema schemaGate
+
 	// Test seams.
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
@@ -108,6 +111,9 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
 	if err := checkBinlog(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
+	if err := checkSchemaCompat(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
 	// Without the tables every poll would log "doesn't exist" forever: say what to do once.
@@ -283,6 +289,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if w.schemaHeld() { // a table needs a newer outboxgen: claim nothing (schemacheck.go)
+			wait, backlog = true, false
+			continue
 		}
 		n := w.reserve(ctx, backlog)
 		if n == 0 {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
@@ -25,6 +26,9 @@ func runWorker(ctx context.Context, db *sql.DB, pol outbox.Policy, h outbox.Hand
 		w, err := outbox.NewWorker(db, router, cfg)
 		if err == nil {
 			return w.Run(ctx)
+		}
+		if errors.Is(err, outbox.ErrSchemaTooNew) { // no retry makes the tables older
+			return err
 		}
 		c.Logger.Warn("NewWorker failed; retrying", "err", err)
 		select {

@@ -38,11 +38,13 @@ func (q *Queries) MigrateUnlock(ctx context.Context, db DBTX) (int64, error) {
 }
 
 const schemaProbe = `-- name: SchemaProbe :one
-SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages WHERE id = 0 AND headers IS NULL
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages
+WHERE id = 0 AND headers IS NULL AND ordering_key IS NULL AND ordering_seq IS NULL
 `
 
-// NewWorker's check that outbox_messages exists and has the newest column (schema version 3's
-// headers): a primary-key probe that reads no row. Error 1146 or 1054 means: run Migrate.
+// NewWorker's check that outbox_messages exists and has the newest columns (schema version 3's
+// headers, version 4's ordering key and seq): a primary-key probe that reads no row. Error 1146
+// or 1054 means: run Migrate.
 func (q *Queries) SchemaProbe(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRowContext(ctx, schemaProbe)
 	var n int64
