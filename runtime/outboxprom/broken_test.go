@@ -18,7 +18,7 @@ func TestStatsCollectorBrokenKeys(t *testing.T) {
 	t.Parallel()
 	db := testdb.Migrated(t)
 	db.BrokenKey(t, "acct:1", "odd_type", testdb.BrokenNotQueued, 5)
-	db.BrokenKey(t, "acct:2", "odd_type", testdb.BrokenHeadMissing, 5)
+	db.BrokenKey(t, "acct:2", "other_type", testdb.BrokenHeadMissing, 5) // a type of its own: odd_type holds only the odd row
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(outboxprom.NewStatsCollector(db))
 	want := `
