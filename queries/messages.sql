@@ -226,17 +226,20 @@ WHERE status = 'PROCESSING'
 -- the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
 -- it ignores delayed and backed-off rows, so it grows only when nobody claims. An ordered row
 -- waiting behind its key's head is pending but not due (it cannot be claimed yet): a held key
--- is reported as such (OrderingHeldKeys), not as a dead fleet.
+-- is reported as such (OrderingHeldKeys), not as a dead fleet. Every SUM is COALESCEd: a
+-- condition on a NULL (an ordered row without a queue entry has no head seq to compare, a row
+-- made PROCESSING by hand may lack its lease) is NULL, and a group of only such rows would sum
+-- to NULL and fail the whole query, for every type.
 SELECT m.event_type,
-       CAST(SUM(m.status = 'PENDING') AS SIGNED) AS pending,
-       CAST(SUM(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-                AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))) AS SIGNED) AS due,
-       CAST(SUM(m.status = 'PROCESSING') AS SIGNED) AS processing,
-       CAST(SUM(m.status = 'PROCESSING' AND m.reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS stale,
-       CAST(SUM(m.status = 'PROCESSING'
+       CAST(COALESCE(SUM(m.status = 'PENDING'), 0) AS SIGNED) AS pending,
+       CAST(COALESCE(SUM(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+                AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key))), 0) AS SIGNED) AS due,
+       CAST(COALESCE(SUM(m.status = 'PROCESSING'), 0) AS SIGNED) AS processing,
+       CAST(COALESCE(SUM(m.status = 'PROCESSING' AND m.reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), 0) AS SIGNED) AS stale,
+       CAST(COALESCE(SUM(m.status = 'PROCESSING'
                 AND TIMESTAMPDIFF(MICROSECOND, m.claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
-                    > 3 * TIMESTAMPDIFF(MICROSECOND, m.claimed_at, m.reclaim_after)) AS SIGNED) AS stuck,
-       CAST(SUM(m.status = 'FAILED') AS SIGNED) AS failed,
+                    > 3 * TIMESTAMPDIFF(MICROSECOND, m.claimed_at, m.reclaim_after)), 0) AS SIGNED) AS stuck,
+       CAST(COALESCE(SUM(m.status = 'FAILED'), 0) AS SIGNED) AS failed,
        CAST(COALESCE(MAX(IF(m.status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, m.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
        CAST(COALESCE(MAX(IF(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
                              AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key)),

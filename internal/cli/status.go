@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,10 +40,15 @@ messages with their last_error.
                    a FAILED head holds its key until retry or purge; the HELD column
                    counts each under its head message's type (a key's group can span
                    several event types)
+  broken keys      ordering keys that cannot move because a row was changed by hand: a
+                   head entry whose message is missing, SENT or not the entry's, or an
+                   ordered PENDING message without its entry; a running worker repairs
+                   them within its reclaim interval
 
 --check exits 1 when stuck > 0, when a due message has waited longer than --max-due-age (no
 worker is claiming: every worker is down, or none handles that event type), or when any message
-FAILED within --window, or when an ordering key has been held longer than --max-held-age, so a
+FAILED within --window, or when an ordering key has been held longer than --max-held-age, or when any ordering key is
+broken, so a
 cron job or probe alerts on an outage and on new failures without staying red forever over old
 ones.
 `
@@ -96,6 +102,8 @@ type statusReport struct {
 	HeldKeys             int64                 `json:"held_keys"`
 	OldestHeldSeconds    float64               `json:"oldest_held_seconds"`
 	Held                 []heldReport          `json:"held"`
+	BrokenKeys           int64                 `json:"broken_keys"`
+	Broken               []brokenReport        `json:"broken"`
 	NewestFailed         []failedReport        `json:"newest_failed"`
 	Check                checkReport           `json:"check"`
 }
@@ -123,6 +131,16 @@ type heldReport struct {
 	HeadStatus    string  `json:"head_status"`
 	Waiting       int64   `json:"waiting"`
 	HeldSeconds   float64 `json:"held_seconds"`
+}
+
+// brokenReport is one broken ordering key (outbox.BrokenKey).
+type brokenReport struct {
+	OrderingKey string `json:"ordering_key"`
+	Seq         int64  `json:"seq"`
+	MessageID   int64  `json:"message_id"`
+	EventType   string `json:"event_type"`
+	Status      string `json:"status"`
+	Reason      string `json:"reason"`
 }
 
 type failedReport struct {
@@ -166,6 +184,8 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		HeldKeys:             snap.HeldKeys,
 		OldestHeldSeconds:    snap.OldestHeld.Seconds(),
 		Held:                 []heldReport{},
+		BrokenKeys:           snap.BrokenKeys,
+		Broken:               []brokenReport{},
 		NewestFailed:         []failedReport{},
 		Check: checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(),
 			MaxHeldSeconds: lim.maxHeld.Seconds(), Problems: []string{}},
@@ -173,6 +193,10 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 	for _, h := range snap.Held {
 		rep.Held = append(rep.Held, heldReport{OrderingKey: c.jsonString(h.OrderingKey), HeadID: int64(h.Head),
 			HeadEventType: c.jsonString(h.HeadEventType), HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, HeldSeconds: h.For.Seconds()})
+	}
+	for _, b := range snap.Broken {
+		rep.Broken = append(rep.Broken, brokenReport{OrderingKey: c.clean(b.OrderingKey), Seq: b.Seq, MessageID: int64(b.Message),
+			EventType: c.clean(b.EventType), Status: string(b.Status), Reason: string(b.Reason)})
 	}
 	for t, tc := range snap.ByType {
 		// Two types that escape alike (one not UTF-8, one spelling its escape out) share a key,
@@ -257,6 +281,9 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	}
 	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
 	fmt.Fprintf(&b, "%-17s%d\n", "held keys:", rep.HeldKeys)
+	if rep.BrokenKeys > 0 {
+		fmt.Fprintf(&b, "%-17s%d (a row was changed by hand: THE KEY CANNOT MOVE until a worker repairs it)\n", "broken keys:", rep.BrokenKeys)
+	}
 
 	if len(rep.Held) > 0 {
 		fmt.Fprintf(&b, "\nheld ordering keys (%d of %d, longest held first; `outboxgen retry --id HEAD` or purge the head to release a key):\n", len(rep.Held), rep.HeldKeys)
@@ -265,6 +292,17 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		for _, h := range rep.Held {
 			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%d\t%s\n", termesc.Line(opsTruncate(h.OrderingKey, 80)), h.HeadID, termesc.Line(h.HeadEventType), h.HeadStatus, h.Waiting,
 				formatAge(secondsAge(h.HeldSeconds)))
+		}
+		w.Flush()
+	}
+
+	if len(rep.Broken) > 0 {
+		fmt.Fprintf(&b, "\nbroken ordering keys (%d entries for %d keys; a running worker's maintenance repairs them):\n", len(rep.Broken), rep.BrokenKeys)
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  ORDERING KEY\tSEQ\tMESSAGE\tTYPE\tSTATUS\tREASON")
+		for _, k := range rep.Broken {
+			fmt.Fprintf(w, "  %s\t%d\t%d\t%s\t%s\t%s\n", inertText(opsTruncate(k.OrderingKey, 80)), k.Seq, k.MessageID,
+				dashIfEmpty(inertText(k.EventType)), dashIfEmpty(k.Status), k.Reason)
 		}
 		w.Flush()
 	}
@@ -284,6 +322,24 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	} else {
 		fmt.Fprintf(&b, "\ncheck: FAILING: %s\n", strings.Join(rep.Check.Problems, "; "))
 	}
+}
+
+// inertText makes a key or type from the database inert on a terminal: written as
+// strconv.Quote writes it (controls, invalid bytes and quotes escaped) unless it is printable
+// as it is. A key may hold any bytes: the column is VARBINARY.
+func inertText(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
+}
+
+// dashIfEmpty shows an absent value (a broken key's missing message has no type or status).
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func pendingAge(pending int64, seconds float64) string {

@@ -141,7 +141,7 @@ func TestStatusJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"by_type", "check", "due", "failed", "held", "held_keys", "newest_failed", "oldest_due_seconds", "oldest_held_seconds", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
+	want := []string{"broken", "broken_keys", "by_type", "check", "due", "failed", "held", "held_keys", "newest_failed", "oldest_due_seconds", "oldest_held_seconds", "oldest_pending_seconds", "pending", "processing", "stale", "stuck"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("top-level keys = %v, want %v", keys, want)
 	}
@@ -369,5 +369,50 @@ func TestOpsOnUnmigratedDatabaseSayMigrate(t *testing.T) {
 		if strings.Contains(r.stderr, "doesn't exist") && !strings.Contains(r.stderr, "migrate") {
 			t.Errorf("%s: the server's error without the advice: %q", name, r.stderr)
 		}
+	}
+}
+
+// One ordered PENDING row without its queue entry, alone under its type, does not take status
+// down (it exited 3 on a NULL sum): the key is listed as broken (text and --json, the key's
+// terminal controls escaped), and --check fails on it.
+func TestStatusBrokenKeys(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	unqueued := db.BrokenKey(t, "acct:\x1b[31m7", "odd_type", testdb.BrokenNotQueued, 5)
+	sent := db.BrokenKey(t, "acct:8", "other_type", testdb.BrokenHeadSent, 5)
+	r := runOps(runStatus, "--dsn", db.DSN)
+	mustExit(t, r, opsExitOK)
+	if strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("status printed a raw ESC from an ordering key:\n%q", r.stdout)
+	}
+	for _, want := range []string{
+		"broken keys:     2 (a row was changed by hand",
+		`"acct:\x1b[31m7"  1    ` + strconv.FormatInt(unqueued, 10),
+		"PENDING  not_queued",
+		"acct:8",
+		"SENT     head_finished",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runOps(runStatus, "--dsn", db.DSN, "--json", "--check")
+	mustExit(t, r, opsExitCheck)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := []brokenReport{
+		{OrderingKey: "acct:8", Seq: 1, MessageID: sent, EventType: "other_type", Status: "SENT", Reason: "head_finished"},
+		{OrderingKey: "acct:\x1b[31m7", Seq: 1, MessageID: unqueued, EventType: "odd_type", Status: "PENDING", Reason: "not_queued"},
+	}
+	if rep.BrokenKeys != 2 || !reflect.DeepEqual(rep.Broken, want) {
+		t.Errorf("--json broken = %d %+v, want 2 %+v", rep.BrokenKeys, rep.Broken, want)
+	}
+	if tc := rep.ByType["odd_type"]; tc.Pending != 1 || tc.Due != 0 {
+		t.Errorf("odd_type = %+v, want 1 pending, 0 due", tc)
+	}
+	if len(rep.Check.Problems) != 1 || !strings.Contains(rep.Check.Problems[0], "2 ordering key(s) broken") {
+		t.Errorf("check problems %q, want the broken keys", rep.Check.Problems)
 	}
 }

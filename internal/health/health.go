@@ -66,6 +66,11 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 			"%d ordering key(s) held, the oldest for more than %s: retry or purge their head messages (outboxgen status lists them)",
 			s.HeldKeys, FormatAge(maxHeldAge))})
 	}
+	if s.BrokenKeys > 0 {
+		out = append(out, Problem{Level: "page", Text: fmt.Sprintf(
+			"%d ordering key(s) broken: a row was changed by hand and the key cannot move until a running worker repairs it (outboxgen status lists them)",
+			s.BrokenKeys)})
+	}
 	if failedInWindow > 0 {
 		out = append(out, Problem{Level: "ticket",
 			Text: fmt.Sprintf("%d message(s) FAILED within the last %s", failedInWindow, FormatAge(window))})

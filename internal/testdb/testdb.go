@@ -170,6 +170,60 @@ func (d *DB) HeldKey(t testing.TB, key, eventType string, waitedMin int) (head i
 	return head
 }
 
+// The shapes of a broken ordering key that BrokenKey writes: rows the runtime never leaves
+// behind, but a hand-run DELETE or UPDATE can.
+const (
+	// BrokenHeadMissing: the key's head queue entry names a message that was deleted.
+	BrokenHeadMissing = "missing"
+	// BrokenHeadSent: the key's head message is SENT but its queue entry was left behind.
+	BrokenHeadSent = "sent"
+	// BrokenNotQueued: an ordered PENDING message whose queue entry was deleted.
+	BrokenNotQueued = "not_queued"
+)
+
+// BrokenKey writes an ordering key broken in one of the BrokenXxx shapes, its rows enqueued
+// agoMin minutes ago; key is stored as bytes, so it may be any. For BrokenHeadMissing and
+// BrokenHeadSent the key has a head (seq 1) and a PENDING message of eventType behind it
+// (seq 2), both queued, and then the head's message is deleted or marked SENT: the key stalls.
+// For BrokenNotQueued it is one PENDING message of eventType at seq 1 with no queue entry. It
+// returns the broken message's id (the head's, or the unqueued message's).
+func (d *DB) BrokenKey(t testing.TB, key, eventType, shape string, agoMin int) (id int64) {
+	t.Helper()
+	insert := func(seq int) int64 {
+		res := d.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
+			next_attempt_at, created_at, ordering_key, ordering_seq)
+			VALUES (?, '{}', 'PENDING', 0, 10, TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)), TIMESTAMPADD(MINUTE, ?, UTC_TIMESTAMP(6)), ?, ?)`,
+			eventType, -agoMin, -agoMin, []byte(key), seq)
+		id, err := res.LastInsertId()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	switch shape {
+	case BrokenNotQueued:
+		d.MustExec(t, `INSERT INTO outbox_ordering (ordering_key, last_seq) VALUES (?, 1)`, []byte(key))
+		return insert(1)
+	case BrokenHeadMissing, BrokenHeadSent:
+		d.MustExec(t, `INSERT INTO outbox_ordering (ordering_key, last_seq) VALUES (?, 2)`, []byte(key))
+		for seq := 1; seq <= 2; seq++ {
+			mid := insert(seq)
+			d.MustExec(t, `INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id) VALUES (?, ?, ?)`, []byte(key), seq, mid)
+			if seq == 1 {
+				id = mid
+			}
+		}
+		if shape == BrokenHeadMissing {
+			d.MustExec(t, `DELETE FROM outbox_messages WHERE id = ?`, id)
+		} else {
+			d.MustExec(t, `UPDATE outbox_messages SET status = 'SENT', sent_at = UTC_TIMESTAMP(6) WHERE id = ?`, id)
+		}
+		return id
+	}
+	t.Fatalf("testdb: BrokenKey: unknown shape %q", shape)
+	return 0
+}
+
 // OpenFaulty opens another pool on d's database through a fresh fault-injecting driver,
 // closed when the test ends.
 func (d *DB) OpenFaulty(t testing.TB) (*faultdriver.Injector, *sql.DB) {

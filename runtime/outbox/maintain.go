@@ -19,7 +19,7 @@ import (
 func (w *Worker) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.ReclaimInterval)
 	defer t.Stop()
-	reclaimDown, watchDown := outage{what: "reclaim"}, outage{what: "stuck watch"}
+	reclaimDown, watchDown, brokenDown := outage{what: "reclaim"}, outage{what: "stuck watch"}, outage{what: "broken key repair"}
 	for {
 		if !w.cfg.DisableReclaim {
 			if _, err := w.reclaimOnce(ctx); err != nil && ctx.Err() == nil {
@@ -28,6 +28,7 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 				reclaimDown.ok(ctx, w.log)
 			}
 		}
+		w.repairBroken(ctx, &brokenDown)
 		if _, err := w.watchOnce(ctx); err != nil && ctx.Err() == nil {
 			watchDown.fail(ctx, w.log, err)
 		} else if err == nil {

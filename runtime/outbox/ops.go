@@ -74,6 +74,13 @@ type Snapshot struct {
 	OldestHeld time.Duration
 	// Held lists up to MaxHeldListed held keys, the longest held first.
 	Held []HeldKey
+	// BrokenKeys is how many ordering keys are broken: stalled by a row the runtime never
+	// leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered
+	// PENDING message without its entry), which no claim or retry would ever move. Workers'
+	// maintenance repairs them; until then a person should know. Anything above zero is wrong.
+	BrokenKeys int64
+	// Broken lists up to MaxHeldListed of them (broken heads first, then unqueued messages).
+	Broken []BrokenKey
 }
 
 // HeldKey is one held ordering key (Snapshot.Held).
@@ -91,7 +98,7 @@ type HeldKey struct {
 	For time.Duration
 }
 
-// MaxHeldListed bounds Snapshot.Held (HeldKeys counts them all).
+// MaxHeldListed bounds Snapshot.Held (HeldKeys counts them all) and Snapshot.Broken.
 const MaxHeldListed = 100
 
 // Stats counts the table's PENDING, PROCESSING and FAILED rows by event type, with due-now,
@@ -136,6 +143,9 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 			s.Held = append(s.Held, HeldKey{OrderingKey: h.OrderingKey, Head: MessageID(h.HeadID),
 				HeadStatus: Status(h.HeadStatus), HeadEventType: h.HeadEventType, Waiting: h.Waiting, For: d})
 		}
+	}
+	if s.BrokenKeys, s.Broken, err = brokenKeys(ctx, db); err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: broken keys: %w", explain(err))
 	}
 	return s, nil
 }

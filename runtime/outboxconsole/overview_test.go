@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
@@ -161,5 +162,35 @@ func TestHeldKeysAndHeaders(t *testing.T) {
 		if strings.Contains(body, "<b>42") || strings.Contains(body, "<i>acme") {
 			t.Errorf("raw markup from an ordering key or header:\n%s", body)
 		}
+	}
+}
+
+// TestOverviewBrokenKeys: one ordered PENDING row without its queue entry, alone under its
+// type, once made the overview and the Failed page answer 503 (Stats failed on a NULL sum).
+// Now both answer, and the overview lists the broken keys, escaped, with an alert worded like
+// status --check; a missing head message is shown without a link.
+func TestOverviewBrokenKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	unqueued := b.db.BrokenKey(t, "acct:<b>1</b>", "odd_type", testdb.BrokenNotQueued, 5)
+	missing := b.db.BrokenKey(t, "acct:2", "other_type", testdb.BrokenHeadMissing, 5) // odd_type holds only the odd row
+	r := b.get("/")
+	if r.status != 200 {
+		t.Fatalf("GET / = %d\n%s", r.status, r.body)
+	}
+	b.mustContain(r, `id="broken-keys">2<`,
+		"2 ordering key(s) broken: a row was changed by hand and the key cannot move until a running worker repairs it",
+		`<td class="type">acct:&lt;b&gt;1&lt;/b&gt;</td><td class="num">1</td><td class="num">`+fmt.Sprintf(`<a href="message?id=%d">%d</a>`, unqueued, unqueued),
+		`<span class="status st-PENDING">PENDING</span></td><td>not_queued</td>`,
+		fmt.Sprintf(`<td class="num">%d (gone)</td><td class="type"></td><td>-</td><td>head_missing</td>`, missing),
+	)
+	if strings.Contains(r.body, "<b>1") {
+		t.Errorf("raw markup from an ordering key:\n%s", r.body)
+	}
+	if got := rowCells(t, r.body, "odd_type")[1:3]; strings.Join(got, "|") != "1|0" {
+		t.Errorf("odd_type pending|due = %v, want 1|0", got)
+	}
+	if f := b.get("/failed"); f.status != 200 {
+		t.Errorf("GET /failed = %d\n%s", f.status, f.body)
 	}
 }

@@ -48,6 +48,8 @@ type overviewData struct {
 	HeldKeys               int64
 	OldestHeld             string
 	Held                   []heldRow
+	BrokenKeys             int64
+	Broken                 []brokenRow
 	Err                    string
 	Alerts                 []alert
 	Total                  typeRow
@@ -83,6 +85,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	} else {
 		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, c.clean)
 		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
+		d.BrokenKeys, d.Broken = snap.BrokenKeys, brokenRows(snap.Broken, c.clean)
 		for _, h := range snap.Held {
 			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadType: c.clean(h.HeadEventType),
 				HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, For: formatAge(h.For)})

@@ -106,6 +106,9 @@
 //	                                     outboxgen.ordering_key, outboxgen.status (the head's) and
 //	                                     its event type, for at most outbox.MaxHeldListed keys
 //	                                     (outbox_held_ordering_key_head_id)
+//	outboxgen.broken_ordering_keys       gauge, ordering keys stalled by a row the runtime never
+//	                                     leaves; a running worker repairs them
+//	                                     (outbox_broken_ordering_keys)
 //
 // The event type is messaging.destination.name on every instrument that has one.
 package outboxotel

@@ -38,6 +38,10 @@ const DefaultStatsTimeout = 5 * time.Second
 //	                                       per held key, the id of the message holding it (its
 //	                                       head, FAILED or PENDING): the id to inspect, then
 //	                                       retry or purge
+//	outbox_broken_ordering_keys            ordering keys stalled by a row the runtime never leaves
+//	                                       (a head entry whose message is missing, SENT or not the
+//	                                       entry's, or an ordered PENDING message without its
+//	                                       entry); a running worker repairs them (alert on > 0)
 //
 // The head-id series are bounded: one per key of outbox.Snapshot.Held, at most
 // outbox.MaxHeldListed (100), the longest held first, while outbox_held_ordering_keys counts
@@ -56,7 +60,7 @@ type StatsCollector struct {
 	db      outbox.DBTX
 	timeout time.Duration
 
-	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead *prometheus.Desc
+	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -99,6 +103,8 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		heldHead: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "held_ordering_key_head_id"),
 			fmt.Sprintf("Id of the message holding each held ordering key (its head: FAILED, or PENDING until a retry or a Delay), for at most the %d longest-held keys.", outbox.MaxHeldListed),
 			[]string{"ordering_key", "head_status"}, nil),
+		broken: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "broken_ordering_keys"),
+			"Ordering keys stalled by a row the runtime never leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered PENDING message without its entry); a running worker repairs them. Alert on > 0.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -108,7 +114,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken} {
 		ch <- d
 	}
 }
@@ -140,6 +146,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(s.Stuck))
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
 	seen := make(map[string]bool, len(s.Held))
 	for _, h := range s.Held {
 		key := utf8esc.Escape(h.OrderingKey) // label values must be UTF-8
