@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -301,8 +300,8 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "  ORDERING KEY\tSEQ\tMESSAGE\tTYPE\tSTATUS\tREASON")
 		for _, k := range rep.Broken {
-			fmt.Fprintf(w, "  %s\t%d\t%d\t%s\t%s\t%s\n", inertText(opsTruncate(k.OrderingKey, 80)), k.Seq, k.MessageID,
-				dashIfEmpty(inertText(k.EventType)), dashIfEmpty(k.Status), k.Reason)
+			fmt.Fprintf(w, "  %s\t%d\t%d\t%s\t%s\t%s\n", termesc.Line(opsTruncate(k.OrderingKey, 80)), k.Seq, k.MessageID,
+				dashIfEmpty(termesc.Line(k.EventType)), dashIfEmpty(k.Status), k.Reason)
 		}
 		w.Flush()
 	}
@@ -322,16 +321,6 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	} else {
 		fmt.Fprintf(&b, "\ncheck: FAILING: %s\n", strings.Join(rep.Check.Problems, "; "))
 	}
-}
-
-// inertText makes a key or type from the database inert on a terminal: written as
-// strconv.Quote writes it (controls, invalid bytes and quotes escaped) unless it is printable
-// as it is. A key may hold any bytes: the column is VARBINARY.
-func inertText(s string) string {
-	if q := strconv.Quote(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
 }
 
 // dashIfEmpty shows an absent value (a broken key's missing message has no type or status).

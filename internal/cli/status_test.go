@@ -387,7 +387,7 @@ func TestStatusBrokenKeys(t *testing.T) {
 	}
 	for _, want := range []string{
 		"broken keys:     2 (a row was changed by hand",
-		`"acct:\x1b[31m7"  1    ` + strconv.FormatInt(unqueued, 10),
+		`acct:\x1b[31m7  1    ` + strconv.FormatInt(unqueued, 10),
 		"PENDING  not_queued",
 		"acct:8",
 		"SENT     head_finished",
