@@ -162,7 +162,7 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	var seq int64
 	if m.OrderingKey != "" {
 		// The key's next seq, its counter row locked until the caller's transaction ends.
-		if seq, err = q.OrderingNext(ctx, inlineExec{sdb(tx)}, m.OrderingKey); err != nil {
+		if seq, err = nextSeq(ctx, tx, m.OrderingKey); err != nil {
 			return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
 		}
 	}

@@ -188,3 +188,53 @@ func businessTx(ctx context.Context, db *sql.DB, k int, rnd *rand.Rand) (stmt st
 	}
 	return "commit", tx.Commit()
 }
+
+// Recording ordered messages SENT never waits for a business transaction that is still open:
+// the queue entries of the sent messages are deleted by their primary key. A DELETE by message
+// id scans the whole queue while it is small and waits at the open enqueue's entry, holding
+// locks that stop every other enqueue meanwhile. Twenty keys each with a sent message, and an
+// open transaction that enqueued for another key: the write takes milliseconds, not as long as
+// that transaction stays open.
+func TestOrderingSentWriteDoesNotWaitForAnOpenEnqueue(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		enqueueOrdered(t, db.DB, "order_changed", fmt.Sprintf("order-%02d", i), int64(i))
+	}
+	open, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback()
+	if _, err := Enqueue(ctx, open, Message{EventType: "order_changed", Payload: []byte(`{}`), OrderingKey: "order-15"}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := NewRouter()
+	r.Handle("order_changed", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{})
+	got, _, err := w.claim(ctx, 20, claimPos{})
+	if err != nil || len(got) != 20 {
+		t.Fatalf("claim = %d rows, %v; want 20", len(got), err)
+	}
+	batch := make([]result, len(got))
+	for i, c := range got {
+		batch[i] = result{id: c.id, eventType: c.eventType, token: c.token, outcome: OutcomeSent,
+			orderingKey: c.orderingKey, orderingSeq: c.orderingSeq}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	written, refused, err := w.writeResultsTx(wctx, batch)
+	if took := time.Since(start); err != nil || written != 20 || refused != 0 || took > 2*time.Second {
+		t.Fatalf("SENT write of 20 ordered messages beside an open enqueue = %d written, %d refused, %v, in %v; want 20, 0, nil, at once", written, refused, err, took)
+	}
+	if n := countRows(t, db, "status = 'SENT'"); n != 20 {
+		t.Errorf("%d messages SENT, want 20", n)
+	}
+	var queued int
+	if err := db.QueryRow("SELECT COUNT(*) FROM outbox_ordering_queue").Scan(&queued); err != nil || queued != 10 {
+		t.Errorf("ordering queue holds %d committed entries, want the 10 not sent (%v)", queued, err)
+	}
+}
