@@ -89,7 +89,7 @@ func TestOrderingEnqueueNeverDeadlockVictim(t *testing.T) {
 	ctx := context.Background()
 	// Producers pick among window consecutive orders; the window slides by one order every
 	// slideEvery transactions, so keys repeat while a new one appears now and then.
-	const orders, window, slideEvery, producers = 4000, 4, 40, 8
+	const orders, window, slideEvery, producers = 4000, 3, 16, 8
 	db.MustExec(t, "CREATE TABLE orders (id INT NOT NULL PRIMARY KEY, n INT NOT NULL)")
 	var rows strings.Builder
 	for k := 0; k < orders; k++ {
