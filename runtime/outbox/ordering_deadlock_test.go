@@ -238,3 +238,66 @@ func TestOrderingSentWriteDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 		t.Errorf("ordering queue holds %d committed entries, want the 10 not sent (%v)", queued, err)
 	}
 }
+
+// A transaction that enqueues two events of one key still gets through when another session,
+// waiting for that key's row, holds the key's named lock: the named lock waits a bounded time
+// and the counter statement then runs without it (the row is this transaction's own, so it
+// does not wait). The other session takes the next seq once the first commits.
+func TestOrderingSameKeyTwiceBesideAWaiter(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	enqueue := func(tx *sql.Tx) (MessageID, error) {
+		return Enqueue(ctx, tx, Message{EventType: "order_changed", Payload: []byte(`{}`), OrderingKey: "order-1"})
+	}
+	first, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback()
+	if _, err := enqueue(first); err != nil {
+		t.Fatal(err)
+	}
+
+	waiter := db.Open(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- InTx(ctx, waiter, func(tx *sql.Tx) error { _, err := enqueue(tx); return err })
+	}()
+	// The waiter holds the key's named lock while it waits for the key's row.
+	waitFor(t, 10*time.Second, "the waiter holding the key's named lock", func() bool {
+		var holder sql.NullInt64
+		err := db.QueryRow("SELECT IS_USED_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)))", "order-1").Scan(&holder)
+		return err == nil && holder.Valid
+	})
+
+	start := time.Now()
+	if _, err := enqueue(first); err != nil {
+		t.Fatalf("second enqueue of the key in one transaction: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("second enqueue of the key took %v beside a waiter, want about a second at most", took)
+	}
+	if err := first.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting transaction: %v", err)
+	}
+	var seqs []int64
+	rows, err := db.Query("SELECT ordering_seq FROM outbox_messages ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, s)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" {
+		t.Errorf("seqs by id = %v, want [1 2 3] (the waiter's message last)", seqs)
+	}
+}
