@@ -3,12 +3,23 @@
 
 -- name: OrderingNext :execlastid
 -- The next seq of a key, on the enqueuing transaction. LAST_INSERT_ID(expr) makes the statement's
--- insert id the seq (1 for a new key, last_seq + 1 otherwise), read back from the OK packet: one
--- round trip. The key's row stays locked until the enqueuing transaction ends, which orders the
--- seqs of one key by commit.
+-- insert id the seq (1 for a new key, last_seq + 1 otherwise), read back from the OK packet. The
+-- key's row stays locked until the enqueuing transaction ends, which orders the seqs of one key
+-- by commit. Run under OrderingKeyLock (runtime/outbox/ordering_seq.go says why).
 INSERT INTO outbox_ordering (ordering_key, last_seq)
 VALUES (sqlc.arg(ordering_key), LAST_INSERT_ID(1))
 ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1);
+
+-- name: OrderingKeyLock :many
+-- The key's named lock, held by the session only while OrderingNext runs. Its name is a hash of
+-- the database and the key (60 lowercase ASCII characters, under MySQL's limit of 64), so that
+-- keys and databases do not share one. It waits at most 1 second (a whole number: see
+-- locks.sql). 1 = acquired, 0 = another session held it throughout, -1 = NULL: the server
+-- failed the call. (Typed as in locks.sql.)
+SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', sqlc.arg(ordering_key)), 256), 46)), 1), -1) AS SIGNED) AS acquired;
+
+-- name: OrderingKeyUnlock :exec
+SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', sqlc.arg(ordering_key)), 256), 46)));
 
 -- name: OrderingQueueInsert :exec
 INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id)
@@ -39,7 +50,20 @@ ORDER BY held_us DESC
 LIMIT ?;
 
 -- name: OrderingQueueDeleteMessages :exec
--- In the transaction that marks these messages SENT (their keys' next messages become heads
--- exactly then), and in a purge by id, in the transaction that deletes them.
+-- In a purge by id, in the transaction that deletes these messages.
 DELETE FROM outbox_ordering_queue
 WHERE message_id IN (sqlc.slice('ids'));
+
+-- name: OrderingQueueDeleteSent :execrows
+-- In the transaction that marks these messages SENT: their keys' next messages become heads
+-- exactly then. Each entry is found by its whole primary key, read from its message row, so the
+-- statement locks those entries alone. A DELETE by message_id scans the whole queue while it is
+-- small (the optimizer's choice on every server) and waits there for every entry an open
+-- business transaction has just enqueued, holding locks that block other enqueues meanwhile.
+-- The hints keep that plan whatever the table sizes: messages by primary key first, then the
+-- queue by its primary key.
+DELETE q
+FROM outbox_messages m FORCE INDEX (PRIMARY)
+STRAIGHT_JOIN outbox_ordering_queue q FORCE INDEX (PRIMARY)
+  ON q.ordering_key = m.ordering_key AND q.seq = m.ordering_seq AND q.message_id = m.id
+WHERE m.id IN (sqlc.slice('ids'));

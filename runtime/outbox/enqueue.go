@@ -237,7 +237,7 @@ func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr st
 	)
 	if m.OrderingKey != "" {
 		// The key's next seq, its counter row locked until the caller's transaction ends.
-		if seq, err = q.OrderingNext(ctx, inlineExec{sdb(tx)}, m.OrderingKey); err != nil {
+		if seq, err = nextSeq(ctx, tx, m.OrderingKey); err != nil {
 			return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
 		}
 	}

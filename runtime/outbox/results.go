@@ -281,7 +281,8 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		}
 	}
 	// In the same transaction as SENT: the key's next message becomes its head exactly when this
-	// one is recorded sent. One statement for the batch, by message id.
+	// one is recorded sent. One statement for the batch, which finds each queue entry by its
+	// primary key and so never waits for an open enqueue's entry (see OrderingQueueDeleteSent).
 	if len(ordered) > 0 {
 		ids := make([]int64, 0, len(ordered))
 		for _, r := range batch {
@@ -289,7 +290,7 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 				ids = append(ids, int64(r.id))
 			}
 		}
-		if err := q.OrderingQueueDeleteMessages(ctx, db, ids); err != nil {
+		if _, err := q.OrderingQueueDeleteSent(ctx, db, ids); err != nil {
 			return 0, 0, fmt.Errorf("release ordering keys: %w", err)
 		}
 		releasedKeys = len(ids)

@@ -68,6 +68,47 @@ func (q *Queries) OrderingHeldKeys(ctx context.Context, db DBTX, limit int32) ([
 	return items, nil
 }
 
+const orderingKeyLock = `-- name: OrderingKeyLock :many
+SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)), 1), -1) AS SIGNED) AS acquired
+`
+
+// The key's named lock, held by the session only while OrderingNext runs. Its name is a hash of
+// the database and the key (60 lowercase ASCII characters, under MySQL's limit of 64), so that
+// keys and databases do not share one. It waits at most 1 second (a whole number: see
+// locks.sql). 1 = acquired, 0 = another session held it throughout, -1 = NULL: the server
+// failed the call. (Typed as in locks.sql.)
+func (q *Queries) OrderingKeyLock(ctx context.Context, db DBTX, orderingKey interface{}) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, orderingKeyLock, orderingKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var acquired int64
+		if err := rows.Scan(&acquired); err != nil {
+			return nil, err
+		}
+		items = append(items, acquired)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orderingKeyUnlock = `-- name: OrderingKeyUnlock :exec
+SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)))
+`
+
+func (q *Queries) OrderingKeyUnlock(ctx context.Context, db DBTX, orderingKey interface{}) error {
+	_, err := db.ExecContext(ctx, orderingKeyUnlock, orderingKey)
+	return err
+}
+
 const orderingNext = `-- name: OrderingNext :execlastid
 
 INSERT INTO outbox_ordering (ordering_key, last_seq)
@@ -78,9 +119,9 @@ ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1)
 // Per-key ordering (events.yaml ordering_key): the seq counter and the queue of unsent ordered
 // messages. See schema.sql for why each exists.
 // The next seq of a key, on the enqueuing transaction. LAST_INSERT_ID(expr) makes the statement's
-// insert id the seq (1 for a new key, last_seq + 1 otherwise), read back from the OK packet: one
-// round trip. The key's row stays locked until the enqueuing transaction ends, which orders the
-// seqs of one key by commit.
+// insert id the seq (1 for a new key, last_seq + 1 otherwise), read back from the OK packet. The
+// key's row stays locked until the enqueuing transaction ends, which orders the seqs of one key
+// by commit. Run under OrderingKeyLock (runtime/outbox/ordering_seq.go says why).
 func (q *Queries) OrderingNext(ctx context.Context, db DBTX, orderingKey string) (int64, error) {
 	result, err := db.ExecContext(ctx, orderingNext, orderingKey)
 	if err != nil {
@@ -109,8 +150,7 @@ DELETE FROM outbox_ordering_queue
 WHERE message_id IN (/*SLICE:ids*/?)
 `
 
-// In the transaction that marks these messages SENT (their keys' next messages become heads
-// exactly then), and in a purge by id, in the transaction that deletes them.
+// In a purge by id, in the transaction that deletes these messages.
 func (q *Queries) OrderingQueueDeleteMessages(ctx context.Context, db DBTX, ids []int64) error {
 	query := orderingQueueDeleteMessages
 	var queryParams []interface{}
@@ -124,6 +164,39 @@ func (q *Queries) OrderingQueueDeleteMessages(ctx context.Context, db DBTX, ids 
 	}
 	_, err := db.ExecContext(ctx, query, queryParams...)
 	return err
+}
+
+const orderingQueueDeleteSent = `-- name: OrderingQueueDeleteSent :execrows
+DELETE q
+FROM outbox_messages m FORCE INDEX (PRIMARY)
+STRAIGHT_JOIN outbox_ordering_queue q FORCE INDEX (PRIMARY)
+  ON q.ordering_key = m.ordering_key AND q.seq = m.ordering_seq AND q.message_id = m.id
+WHERE m.id IN (/*SLICE:ids*/?)
+`
+
+// In the transaction that marks these messages SENT: their keys' next messages become heads
+// exactly then. Each entry is found by its whole primary key, read from its message row, so the
+// statement locks those entries alone. A DELETE by message_id scans the whole queue while it is
+// small (the optimizer's choice on every server) and waits there for every entry an open
+// business transaction has just enqueued, holding locks that block other enqueues meanwhile.
+// The hints keep that plan whatever the table sizes: messages by primary key first, then the
+// queue by its primary key.
+func (q *Queries) OrderingQueueDeleteSent(ctx context.Context, db DBTX, ids []int64) (int64, error) {
+	query := orderingQueueDeleteSent
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const orderingQueueInsert = `-- name: OrderingQueueInsert :exec
