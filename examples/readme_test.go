@@ -1,6 +1,7 @@
 // Package examples holds the runnable examples (each its own main package) and this test, which
-// keeps README.md honest: every Go and YAML snippet in it must be a verbatim region of a file
-// that is compiled and tested.
+// keeps README.md and the reference pages in docs/ honest: every Go and YAML snippet in them must
+// be a verbatim region of a file that is compiled and tested, and every relative link must
+// resolve.
 package examples
 
 import (
@@ -19,7 +20,21 @@ type block struct {
 	body         string
 }
 
-// readmeBlocks returns README.md's fenced code blocks. A block may be indented (inside a list
+// docPages are the pages whose snippets and links are checked, relative to this directory:
+// README.md and every page of docs/.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no page in docs/")
+	}
+	return append([]string{filepath.Join("..", "README.md")}, pages...)
+}
+
+// readmeBlocks returns a Markdown page's fenced code blocks. A block may be indented (inside a list
 // item): its lines lose the fence's indentation.
 func readmeBlocks(t *testing.T, readme string) []block {
 	t.Helper()
@@ -51,7 +66,7 @@ func readmeBlocks(t *testing.T, readme string) []block {
 		}
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: code block never closed", cur.line)
+		t.Fatalf("line %d: code block never closed", cur.line)
 	}
 	return blocks
 }
@@ -76,55 +91,61 @@ func containsIndented(src, body string) bool {
 }
 
 func TestReadmeSnippetsAreCopiedFromTestedCode(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(readme), "TODO") {
-		t.Errorf("README.md still contains TODO")
-	}
-	checked := 0
-	for _, b := range readmeBlocks(t, string(readme)) {
-		if b.lang != "go" && b.lang != "yaml" {
-			continue
-		}
-		if b.source == "" {
-			t.Errorf("README.md:%d: a ```%s block without a <!-- snippet: PATH --> line before it", b.line, b.lang)
-			continue
-		}
-		src, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(b.source)))
+	total := 0
+	for _, page := range docPages(t) {
+		text, err := os.ReadFile(page)
 		if err != nil {
-			t.Errorf("README.md:%d: snippet source: %v", b.line, err)
-			continue
+			t.Fatal(err)
 		}
-		// A one-line snippet (a directive) may sit inside a longer line, e.g. a help text.
-		oneLine := !strings.Contains(b.body, "\n") && strings.Contains(string(src), b.body)
-		if !oneLine && !containsIndented("\n"+string(src), b.body) {
-			t.Errorf("README.md:%d: this ```%s block is not a verbatim region of %s:\n%s", b.line, b.lang, b.source, b.body)
+		name, _ := filepath.Rel("..", page)
+		if strings.Contains(string(text), "TODO") {
+			t.Errorf("%s still contains TODO", name)
 		}
-		checked++
+		checked := 0
+		for _, b := range readmeBlocks(t, string(text)) {
+			if b.lang != "go" && b.lang != "yaml" {
+				continue
+			}
+			if b.source == "" {
+				t.Errorf("%s:%d: a ```%s block without a <!-- snippet: PATH --> line before it", name, b.line, b.lang)
+				continue
+			}
+			// PATH is relative to the repository's root, on every page.
+			src, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(b.source)))
+			if err != nil {
+				t.Errorf("%s:%d: snippet source: %v", name, b.line, err)
+				continue
+			}
+			// A one-line snippet (a directive) may sit inside a longer line, e.g. a help text.
+			oneLine := !strings.Contains(b.body, "\n") && strings.Contains(string(src), b.body)
+			if !oneLine && !containsIndented("\n"+string(src), b.body) {
+				t.Errorf("%s:%d: this ```%s block is not a verbatim region of %s:\n%s", name, b.line, b.lang, b.source, b.body)
+			}
+			checked++
+		}
+		t.Logf("%s: %d snippets checked", name, checked)
+		total += checked
 	}
-	t.Logf("%d snippets checked", checked)
-	if checked == 0 {
-		t.Errorf("no snippet checked: the README parser is broken")
+	if total == 0 {
+		t.Errorf("no snippet checked: the Markdown parser is broken")
 	}
 }
 
-// The quick start is exactly two commands, and both exist.
+// The commands for working on the project are exactly two, and both exist.
 func TestReadmeQuickStart(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first *block
+	found := false
 	for _, b := range readmeBlocks(t, string(readme)) {
-		if b.lang == "sh" {
-			first = &b
+		if b.lang == "sh" && b.body == "scripts/demo\nscripts/test" {
+			found = true
 			break
 		}
 	}
-	if first == nil || first.body != "scripts/demo\nscripts/test" {
-		t.Fatalf("README's first shell block = %+v, want exactly scripts/demo and scripts/test", first)
+	if !found {
+		t.Fatalf("README.md: no shell block of exactly scripts/demo and scripts/test")
 	}
 	for _, s := range []string{"demo", "test"} {
 		fi, err := os.Stat(filepath.Join("..", "scripts", s))
@@ -136,11 +157,27 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 }
 
-var relLink = regexp.MustCompile(`\]\(([^)#:\s]+)(#[^)]*)?\)`)
+var (
+	relLink = regexp.MustCompile(`\]\(([^)#:\s]*)(#[^)\s]*)?\)`)
+	heading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	notSlug = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+)
 
-// Every relative link in README.md and examples/README.md names a file or directory that exists.
+// anchors returns the anchors GitHub gives a page's headings: lowercased, punctuation dropped,
+// spaces become hyphens.
+func anchors(text string) map[string]bool {
+	a := map[string]bool{}
+	for _, m := range heading.FindAllStringSubmatch(text, -1) {
+		slug := notSlug.ReplaceAllString(strings.ToLower(strings.TrimSpace(m[1])), "")
+		a[strings.ReplaceAll(slug, " ", "-")] = true
+	}
+	return a
+}
+
+// Every relative link in README.md, docs/ and examples/README.md names a file or directory that
+// exists, and a link to a heading of a Markdown page names one the page has.
 func TestReadmeLinksResolve(t *testing.T) {
-	for _, doc := range []string{filepath.Join("..", "README.md"), "README.md", filepath.Join("..", "docs", "development.md")} {
+	for _, doc := range append(docPages(t), "README.md") {
 		text, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -148,20 +185,35 @@ func TestReadmeLinksResolve(t *testing.T) {
 		n := 0
 		for _, m := range relLink.FindAllStringSubmatch(string(text), -1) {
 			n++
-			target := filepath.Join(filepath.Dir(doc), filepath.FromSlash(m[1]))
+			target := doc
+			if m[1] != "" {
+				target = filepath.Join(filepath.Dir(doc), filepath.FromSlash(m[1]))
+			}
 			if _, err := os.Stat(target); err != nil {
 				t.Errorf("%s links to %s, which does not exist", doc, m[1])
+				continue
+			}
+			if m[2] == "" || !strings.HasSuffix(target, ".md") {
+				continue
+			}
+			page, err := os.ReadFile(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !anchors(string(page))[m[2][1:]] {
+				t.Errorf("%s links to %s%s: no such heading", doc, m[1], m[2])
 			}
 		}
-		if n == 0 {
+		if n == 0 && filepath.Base(doc) == "README.md" {
 			t.Errorf("%s: no relative link found; the pattern is broken", doc)
 		}
 	}
 }
 
-// What a newcomer needs that the snippets once left out (issue 13, item 11): the driver import
-// and sql.Open, a section on changing events.yaml while rows are pending that points to the
-// breaking check, and a demo whose last words say the FAILED row was the point.
+// What a newcomer needs that the snippets once left out: the driver import and sql.Open in the
+// README, a section (in docs/catalog-contract.md) on changing events.yaml while rows are pending
+// that points to the breaking check, and a demo whose last words say the FAILED row was the
+// point.
 func TestReadmeAndDemoNewcomerNotes(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -180,16 +232,20 @@ func TestReadmeAndDemoNewcomerNotes(t *testing.T) {
 		}
 	}
 
+	contract, err := os.ReadFile(filepath.Join("..", "docs", "catalog-contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	const heading = "## Changing events.yaml while messages are pending"
-	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
+	_, section, ok := strings.Cut(string(contract), "\n"+heading+"\n")
 	if !ok {
-		t.Errorf("README.md: no section %q", heading)
+		t.Errorf("docs/catalog-contract.md: no section %q", heading)
 	} else {
 		if i := strings.Index(section, "\n## "); i >= 0 {
 			section = section[:i]
 		}
 		if !strings.Contains(section, "outboxgen breaking") {
-			t.Errorf("README.md: section %q does not mention `outboxgen breaking`", heading)
+			t.Errorf("docs/catalog-contract.md: section %q does not mention `outboxgen breaking`", heading)
 		}
 	}
 

@@ -67,7 +67,7 @@ type eventDecl struct {
 	fieldsPos   *pos
 	key         []str
 	keyPos      *pos
-	// ordering_key and ordering_group (DESIGN.md "Ordering per key").
+	// ordering_key and ordering_group (docs/ordering.md).
 	orderingKey    []str
 	orderingKeyPos *pos
 	orderingGroup  *str

@@ -27,7 +27,8 @@ var (
 	goPathRe    = regexp.MustCompile(`^[A-Za-z0-9_.~+-]+(/[A-Za-z0-9_.~+-]+)*$`)
 )
 
-// builtinTypes are the catalog's scalar and special types, in the order DESIGN.md lists them.
+// builtinTypes are the catalog's scalar and special types, in the order docs/events-yaml.md lists
+// them.
 var builtinTypes = []string{"string", "bool", "int", "int32", "int64", "uint32", "uint64", "float64", "time", "duration", "bytes", "json"}
 
 func isBuiltin(s string) bool {

@@ -41,7 +41,7 @@ func (e *env) setupOrdering(n int) []string {
 // orderedTx is one transaction of the ordering load: 1-3 ordered messages of either ordered
 // type, in random order, over one key, or (one transaction in eight) over two of the first four
 // keys, the hot ones: two such transactions can take their keys in opposite orders and
-// deadlock (the README's lock-order warning; the victim is rolled back by the server, counted
+// deadlock (docs/ordering.md's lock-order warning; the victim is rolled back by the server, counted
 // as aborted, and gives its places back). One transaction in five also carries an unordered
 // rel.msg. Handlers work 5-40ms; one ordered message in ten fails its first attempt, so its
 // key waits for the retry.

@@ -11,7 +11,7 @@ import (
 	"github.com/outboxgen/outboxgen/internal/testdb"
 )
 
-// TestNewcomerFlow follows README.md's "Using it in your own repo" in a fresh host module:
+// TestNewcomerFlow follows docs/setup.md's "Install" in a fresh host module:
 // go mod edit (require + replace to this checkout + tool, the documented local-clone form), go
 // mod tidy, an events.yaml with the documented //go:generate line, go generate, go build, then
 // a program that enqueues in a transaction and runs a worker that delivers to the typed

@@ -249,7 +249,7 @@ func ship(ctx context.Context, db *sql.DB, out io.Writer, id int64) error {
 
 // change records one change of an order and enqueues its event in one transaction. It locks
 // the order's row first, then enqueues: the same lock order on every path, so two changes of
-// one order wait for each other instead of deadlocking (README, "Ordering per key"). The row
+// one order wait for each other instead of deadlocking (docs/ordering.md). The row
 // lock already orders them, so the ordering key's own lock adds no wait.
 func change(ctx context.Context, db *sql.DB, id int64, column string, enqueue func(tx *sql.Tx) error) error {
 	return outbox.InTx(ctx, db, func(tx *sql.Tx) error {

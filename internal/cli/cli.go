@@ -15,9 +15,10 @@ import (
 	"github.com/outboxgen/outboxgen/gen"
 )
 
-// Exit codes of the generator's subcommands (DESIGN.md): 1 = invalid catalog or stale output,
-// 2 = usage, including a catalog that cannot be read (a wrong -f or directory, as the operator
-// commands give 2 for a missing DSN: the command was not pointed at its input).
+// Exit codes of the generator's subcommands (docs/events-yaml.md, "The CLI"): 1 = invalid
+// catalog or stale output, 2 = usage, including a catalog that cannot be read (a wrong -f or
+// directory, as the operator commands give 2 for a missing DSN: the command was not pointed at
+// its input).
 const (
 	genExitOK      = 0
 	genExitInvalid = 1

@@ -133,7 +133,7 @@ field, a new field that is not optional, a field made required, a type changed t
 some stored value does not decode as, a removed enum value, a changed or removed
 idempotency_key, an ordering_key added, changed or removed, an ordering group changed. Safe: a new event, a new optional field, a new enum value, descriptions,
 max_attempts, backoff, timeout, field order, direct events' payloads, and widenings (int32 to
-int64, an enum to string, anything to json); the README has the table.
+int64, an enum to string, anything to json); docs/catalog-contract.md has the table.
 `
 
 func runBreaking(args []string, stdout, stderr io.Writer) int {

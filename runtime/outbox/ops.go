@@ -555,7 +555,8 @@ const erDupEntry = 1062
 // execReadCommitted runs one range write (reclaim, purge) in its own READ COMMITTED
 // transaction. In autocommit it would run at the session's REPEATABLE READ, whose next-key locks
 // on the scanned index range also cover the gap where the application's new PENDING rows go, so
-// every enqueue would wait for it (MYSQL-NOTES.md: the same reason the claim runs READ COMMITTED).
+// every enqueue would wait for it (docs/design.md, "The claim": the same reason the claim runs
+// READ COMMITTED).
 //
 // A transaction InnoDB chose as a deadlock victim (error 1213) was rolled back whole, and
 // running it again is the documented response: it runs up to maxDeadlockTries times before the

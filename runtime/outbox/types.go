@@ -34,7 +34,7 @@ type Message struct {
 	// (not in id order). Generated code sets it from the catalog's ordering_key, prefixed by the
 	// ordering group. Compared byte for byte; valid UTF-8 of at most 191 bytes. Enqueuing an
 	// ordered message locks its key's counter row until the transaction ends: concurrent
-	// transactions enqueueing for one key wait for each other (README, "Ordering per key").
+	// transactions enqueueing for one key wait for each other (docs/ordering.md).
 	OrderingKey string
 }
 

@@ -14,14 +14,14 @@ import (
 )
 
 // oursSystem is outboxgen's runtime with its defaults (BatchSize 100, Concurrency 16,
-// PollInterval 1s), used as its README says: outbox.Enqueue in the caller's transaction,
+// PollInterval 1s), used as docs/setup.md says: outbox.Enqueue in the caller's transaction,
 // outbox.InTx to commit and wake the workers of this process, one outbox.Worker per pool.
 //
 // The zero value is the plain system every workload compares. Two variants, still named
 // outboxgen in the table, measure what a feature costs next to it:
 //   - orderedKeys > 0 (workload ordered): every message carries an OrderingKey, round-robin
 //     over orderedKeys keys by sequence number (orderingKey).
-//   - traced (workload otel): runtime/outboxotel wired as its README says (setupOTel:
+//   - traced (workload otel): runtime/outboxotel wired as docs/tracing.md says (setupOTel:
 //     InstallEnqueue and the SDK providers), each business transaction in a request span
 //     (each preloaded message in its own), and the workers built with outboxotel.Instrument.
 type oursSystem struct {

@@ -479,7 +479,8 @@ func (s *Server) Running() bool {
 func (s *Server) Admin() *sql.DB { return s.admin }
 
 // DSN is a TCP DSN for user (created by New: "outbox" or "relworker", password = name) on db,
-// with the settings MYSQL-NOTES.md requires. addr overrides the address (a proxy); "" = direct.
+// with the settings the runtime requires (parseTime, loc=UTC: docs/setup.md). addr overrides
+// the address (a proxy); "" = direct.
 func (s *Server) DSN(userName, db, addr string) string {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = userName, userName

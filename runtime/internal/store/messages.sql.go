@@ -294,7 +294,7 @@ type MessageClaimSelectRow struct {
 // many workers at once): lock due rows straight from the claim index, SKIP LOCKED passing over
 // held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
 // ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
-// locks every candidate (MYSQL-NOTES.md). It returns rows this claim already holds too.
+// locks every candidate (docs/design.md, "The claim"). It returns rows this claim already holds too.
 // Ordered rows never: whether one is its key's head is a non-locking read (see
 // MessageClaimCandidates), so they are claimed through the candidates only.
 func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageClaimSelectParams) ([]MessageClaimSelectRow, error) {
