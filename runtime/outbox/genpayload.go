@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// PayloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal
-// reports (generated code support, see generated.go): a field that is not optional but
+// PayloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal reports
+// (generated code support: see the package documentation): a field that is not optional but
 // missing or null (generated Enqueue functions write every field, and null only for nil
 // pointers, lists, maps, bytes, json and {go:} values), or an enum value the catalog does not
 // list. Each problem names its field by its path in the JSON ("amount.currency",
@@ -65,8 +65,8 @@ func (c *PayloadCheck) Enum(path string, raw json.RawMessage, values ...string) 
 }
 
 // PayloadObject is a JSON object of a stored payload, at a path, whose members a generated
-// decoder checks (generated code support, see generated.go). Problems go to the PayloadCheck
-// that returned it.
+// decoder checks (generated code support: see the package documentation). Problems go to the
+// PayloadCheck that returned it.
 type PayloadObject struct {
 	c       *PayloadCheck
 	at      string
@@ -119,15 +119,15 @@ func (o PayloadObject) Optional(name string) json.RawMessage {
 }
 
 // PayloadItem is an element of a list or map in a stored payload, with its path (generated
-// code support, see generated.go).
+// code support: see the package documentation).
 type PayloadItem struct {
 	Path string
 	Raw  json.RawMessage
 }
 
-// PayloadList returns the elements of the JSON array raw, the value at path: path[0],
-// path[1], ... null, or a value that is not an array, has none: the caller decoded the whole
-// payload with json.Unmarshal already, which reports a wrong type.
+// PayloadList returns the elements of the JSON array raw, the value at path, with the paths
+// path[0], path[1] and so on. null, or a value that is not an array, has none: the caller
+// decoded the whole payload with json.Unmarshal already, which reports a wrong type.
 func PayloadList(path string, raw json.RawMessage) []PayloadItem {
 	var list []json.RawMessage
 	_ = json.Unmarshal(raw, &list) // decoded once already, with the whole payload
