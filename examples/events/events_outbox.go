@@ -18,10 +18,11 @@ import (
 // outboxgen v0.3 wrote this file. These constants stop the build when the runtime in
 // go.mod (github.com/outboxgen/outboxgen) cannot run it.
 const (
-	// "overflows outbox.RegenerateWithOutboxgen": the file is older than the runtime
-	// supports; run go generate with the runtime's outboxgen (go tool outboxgen is).
+	// "overflows outbox.RegenerateWithOutboxgen": this file is older than the runtime
+	// supports; run go generate with the outboxgen of the runtime's release (go tool
+	// outboxgen runs that one).
 	_ = outbox.RegenerateWithOutboxgen(3 - outbox.MinGeneratedCodeVersion)
-	// "overflows outbox.UpgradeOutboxgenRuntime": the runtime is older than the file; go get
+	// "overflows outbox.UpgradeOutboxgenRuntime": the runtime is older than this file; go get
 	// github.com/outboxgen/outboxgen@v0.3 or later.
 	_ = outbox.UpgradeOutboxgenRuntime(outbox.GeneratedCodeVersion - 3)
 )
