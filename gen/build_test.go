@@ -71,8 +71,8 @@ func TestGeneratedCodeBuilds(t *testing.T) {
 	}
 	mod.write(t, "cases/ok_payload_checks/payload_checks_test.go", string(checksTest))
 	// The generator refuses a {go:} key field that is not a string kind (err_go_key_kind); if
-	// the type changes after generation (here: the import now names an int type), keyText's
-	// ~string constraint still makes it a compile error, not a key of one rune.
+	// the type changes after generation (here: the import now names an int type),
+	// outbox.KeyText's ~string constraint still makes it a compile error, not a key of one rune.
 	mod.write(t, "intids/intids.go", "// Package ids (in intids/) has an ID of int kind.\npackage ids\n\n// ID is an int kind.\ntype ID int\n")
 	intKey, err := Generate(filepath.Join(mod.dir, "testdata", "intkey", "events.yaml"), []byte("version: 1\npackage: intkey\nevents:\n  e:\n    fields: {id: {go: goldens/ids.ID}}\n    idempotency_key: [id]\n"))
 	if err != nil {

@@ -5,18 +5,26 @@ package events
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+)
+
+// outboxgen v0.3 wrote this file. These constants stop the build when the runtime in
+// go.mod (github.com/outboxgen/outboxgen) cannot run it.
+const (
+	// "overflows outbox.RegenerateWithOutboxgen": this file is older than the runtime
+	// supports; run go generate with the outboxgen of the runtime's release (go tool
+	// outboxgen runs that one).
+	_ = outbox.RegenerateWithOutboxgen(3 - outbox.MinGeneratedCodeVersion)
+	// "overflows outbox.UpgradeOutboxgenRuntime": the runtime is older than this file; go get
+	// github.com/outboxgen/outboxgen@v0.3 or later.
+	_ = outbox.UpgradeOutboxgenRuntime(outbox.GeneratedCodeVersion - 3)
 )
 
 // MoneyCurrency is the enum of field "money.currency".
@@ -56,12 +64,12 @@ func (v Money) Validate() error {
 }
 
 // checkMoneyJSON records in c what is wrong with a stored "money" object at path (see
-// payloadCheck).
-func checkMoneyJSON(c *payloadCheck, path string, raw json.RawMessage) {
-	if o, ok := c.object(path, raw); ok {
-		o.required("amount")
-		if v := o.required("currency"); v != nil {
-			c.enum(o.path("currency"), v, "KRW", "USD", "EUR")
+// outbox.PayloadCheck).
+func checkMoneyJSON(c *outbox.PayloadCheck, path string, raw json.RawMessage) {
+	if o, ok := c.Object(path, raw); ok {
+		o.Required("amount")
+		if v := o.Required("currency"); v != nil {
+			c.Enum(o.Path("currency"), v, "KRW", "USD", "EUR")
 		}
 	}
 }
@@ -86,7 +94,7 @@ func (WelcomeEmail) EventType() string {
 // never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
 // text.
 func (e WelcomeEmail) IdempotencyKey() string {
-	return idempotencyKey("welcome_email", strconv.FormatInt(e.CompanyID, 10))
+	return outbox.IdempotencyKeyOf("welcome_email", strconv.FormatInt(e.CompanyID, 10))
 }
 
 // Validate returns every problem with e: strings that are not valid UTF-8 (encoding/json
@@ -161,12 +169,12 @@ func decodeWelcomeEmail(payload json.RawMessage) (WelcomeEmail, error) {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return e, fmt.Errorf("decode payload: %w", err)
 	}
-	c := &payloadCheck{}
-	if o, ok := c.object("", payload); ok {
-		o.required("company_id")
-		o.required("email")
+	c := &outbox.PayloadCheck{}
+	if o, ok := c.Object("", payload); ok {
+		o.Required("company_id")
+		o.Required("email")
 	}
-	return e, c.err()
+	return e, c.Err()
 }
 
 // PaymentFailed is the payload of the "payment_failed" event (delivery: outbox).
@@ -191,7 +199,7 @@ func (PaymentFailed) EventType() string {
 // never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
 // text.
 func (e PaymentFailed) IdempotencyKey() string {
-	return idempotencyKey("payment_failed", e.InvoiceID)
+	return outbox.IdempotencyKeyOf("payment_failed", e.InvoiceID)
 }
 
 // Validate returns every problem with e: enum fields outside their values, strings that
@@ -282,17 +290,17 @@ func decodePaymentFailed(payload json.RawMessage) (PaymentFailed, error) {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return e, fmt.Errorf("decode payload: %w", err)
 	}
-	c := &payloadCheck{}
-	if o, ok := c.object("", payload); ok {
-		o.required("subscription_id")
-		o.required("invoice_id")
-		if v := o.required("amount"); v != nil {
-			checkMoneyJSON(c, o.path("amount"), v)
+	c := &outbox.PayloadCheck{}
+	if o, ok := c.Object("", payload); ok {
+		o.Required("subscription_id")
+		o.Required("invoice_id")
+		if v := o.Required("amount"); v != nil {
+			checkMoneyJSON(c, o.Path("amount"), v)
 		}
-		o.required("failed_at")
-		o.nullable("reasons")
+		o.Required("failed_at")
+		o.Nullable("reasons")
 	}
-	return e, c.err()
+	return e, c.Err()
 }
 
 // OrderPlaced is the payload of the "order_placed" event (delivery: outbox).
@@ -315,7 +323,7 @@ func (OrderPlaced) EventType() string {
 // never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
 // text.
 func (e OrderPlaced) IdempotencyKey() string {
-	return idempotencyKey("order_placed", strconv.FormatInt(e.OrderID, 10))
+	return outbox.IdempotencyKeyOf("order_placed", strconv.FormatInt(e.OrderID, 10))
 }
 
 // OrderingKey puts the message in its key's order: the messages of ordering group
@@ -331,7 +339,7 @@ func (e OrderPlaced) IdempotencyKey() string {
 // name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
 // of that text.
 func (e OrderPlaced) OrderingKey() string {
-	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+	return outbox.OrderingKeyOf("orders", strconv.FormatInt(e.OrderID, 10))
 }
 
 // Validate returns every problem with e: enum fields outside their values and strings
@@ -416,15 +424,15 @@ func decodeOrderPlaced(payload json.RawMessage) (OrderPlaced, error) {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return e, fmt.Errorf("decode payload: %w", err)
 	}
-	c := &payloadCheck{}
-	if o, ok := c.object("", payload); ok {
-		o.required("order_id")
-		o.required("customer_email")
-		if v := o.required("total"); v != nil {
-			checkMoneyJSON(c, o.path("total"), v)
+	c := &outbox.PayloadCheck{}
+	if o, ok := c.Object("", payload); ok {
+		o.Required("order_id")
+		o.Required("customer_email")
+		if v := o.Required("total"); v != nil {
+			checkMoneyJSON(c, o.Path("total"), v)
 		}
 	}
-	return e, c.err()
+	return e, c.Err()
 }
 
 // OrderPaid is the payload of the "order_paid" event (delivery: outbox).
@@ -447,7 +455,7 @@ func (OrderPaid) EventType() string {
 // never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
 // text.
 func (e OrderPaid) IdempotencyKey() string {
-	return idempotencyKey("order_paid", e.PaymentID)
+	return outbox.IdempotencyKeyOf("order_paid", e.PaymentID)
 }
 
 // OrderingKey puts the message in its key's order: the messages of ordering group
@@ -463,7 +471,7 @@ func (e OrderPaid) IdempotencyKey() string {
 // name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
 // of that text.
 func (e OrderPaid) OrderingKey() string {
-	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+	return outbox.OrderingKeyOf("orders", strconv.FormatInt(e.OrderID, 10))
 }
 
 // Validate returns every problem with e: enum fields outside their values, strings that
@@ -551,15 +559,15 @@ func decodeOrderPaid(payload json.RawMessage) (OrderPaid, error) {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return e, fmt.Errorf("decode payload: %w", err)
 	}
-	c := &payloadCheck{}
-	if o, ok := c.object("", payload); ok {
-		o.required("order_id")
-		o.required("payment_id")
-		if v := o.required("amount"); v != nil {
-			checkMoneyJSON(c, o.path("amount"), v)
+	c := &outbox.PayloadCheck{}
+	if o, ok := c.Object("", payload); ok {
+		o.Required("order_id")
+		o.Required("payment_id")
+		if v := o.Required("amount"); v != nil {
+			checkMoneyJSON(c, o.Path("amount"), v)
 		}
 	}
-	return e, c.err()
+	return e, c.Err()
 }
 
 // OrderShippedCarrier is the enum of field "order_shipped.carrier".
@@ -601,7 +609,7 @@ func (OrderShipped) EventType() string {
 // never share a key. A key over 191 bytes becomes "sha256:" and the hex SHA-256 of that
 // text.
 func (e OrderShipped) IdempotencyKey() string {
-	return idempotencyKey("order_shipped", strconv.FormatInt(e.OrderID, 10))
+	return outbox.IdempotencyKeyOf("order_shipped", strconv.FormatInt(e.OrderID, 10))
 }
 
 // OrderingKey puts the message in its key's order: the messages of ordering group
@@ -617,7 +625,7 @@ func (e OrderShipped) IdempotencyKey() string {
 // name has no colon). A key over 191 bytes becomes "orders:sha256:" and the hex SHA-256
 // of that text.
 func (e OrderShipped) OrderingKey() string {
-	return orderingKey("orders", strconv.FormatInt(e.OrderID, 10))
+	return outbox.OrderingKeyOf("orders", strconv.FormatInt(e.OrderID, 10))
 }
 
 // Validate returns every problem with e: enum fields outside their values and strings
@@ -702,15 +710,15 @@ func decodeOrderShipped(payload json.RawMessage) (OrderShipped, error) {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return e, fmt.Errorf("decode payload: %w", err)
 	}
-	c := &payloadCheck{}
-	if o, ok := c.object("", payload); ok {
-		o.required("order_id")
-		if v := o.required("carrier"); v != nil {
-			c.enum(o.path("carrier"), v, "dhl", "ups", "post")
+	c := &outbox.PayloadCheck{}
+	if o, ok := c.Object("", payload); ok {
+		o.Required("order_id")
+		if v := o.Required("carrier"); v != nil {
+			c.Enum(o.Path("carrier"), v, "dhl", "ups", "post")
 		}
-		o.required("tracking_number")
+		o.Required("tracking_number")
 	}
-	return e, c.err()
+	return e, c.Err()
 }
 
 // OpsDBWriteFailed is the payload of the "ops_db_write_failed" event (delivery: direct).
@@ -760,7 +768,7 @@ func SendOpsDBWriteFailed(ctx context.Context, h OpsDBWriteFailedHandler, e OpsD
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	return sendDirect(ctx, outbox.Policy{
+	return outbox.SendDirect(ctx, outbox.Policy{
 		MaxAttempts: 10,
 		Timeout:     time.Minute,
 	}, e.EventType(), e.IdempotencyKey(), func(ctx context.Context, d outbox.Delivery) error {
@@ -788,180 +796,4 @@ func NewRouter(h Handlers) *outbox.Router {
 	RegisterOrderPaid(r, h)
 	RegisterOrderShipped(r, h)
 	return r
-}
-
-// idempotencyKey writes eventType, then ":<byte length>:<value>" per value. The length
-// prefix makes the text decodable, so different value lists never share it ("a:b","c" and
-// "a","b:c" differ). Longer than 191 bytes (the indexed column), it is hashed.
-func idempotencyKey(eventType string, values ...string) string {
-	var b strings.Builder
-	b.WriteString(eventType)
-	for _, v := range values {
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
-	}
-	key := b.String()
-	if len(key) <= 191 {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// orderingKey writes group, then ":<byte length>:<value>" per value, as idempotencyKey
-// does. Longer than 191 bytes (the indexed column), the text is hashed and the group
-// kept: "<group>:sha256:<hex>", so keys of different groups still differ.
-func orderingKey(group string, values ...string) string {
-	var b strings.Builder
-	b.WriteString(group)
-	for _, v := range values {
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
-	}
-	key := b.String()
-	if len(key) <= 191 {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return group + ":sha256:" + hex.EncodeToString(sum[:])
-}
-
-// payloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal
-// reports: a field that is not optional but missing or null (Enqueue writes every field,
-// and null only for nil pointers, lists, maps, bytes, json and {go:} values), or an enum
-// value the catalog does not list. Each problem names its field by its path in the JSON
-// ("amount.currency", "lines[2].sku"). Unknown fields are not problems.
-type payloadCheck struct {
-	problems []string
-}
-
-// add records a problem of the value at path ("" is the payload itself).
-func (c *payloadCheck) add(path, problem string) {
-	if path == "" {
-		c.problems = append(c.problems, "the payload"+problem)
-		return
-	}
-	c.problems = append(c.problems, fmt.Sprintf("field %q%s", path, problem))
-}
-
-// err returns every problem as one error (one line, for last_error), or nil.
-func (c *payloadCheck) err() error {
-	if len(c.problems) == 0 {
-		return nil
-	}
-	return errors.New("payload: " + strings.Join(c.problems, "; "))
-}
-
-// object returns the JSON object raw, the value at path. null is a problem: Enqueue never
-// writes null for a struct.
-func (c *payloadCheck) object(path string, raw json.RawMessage) (payloadObject, bool) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
-		c.add(path, " is not a JSON object")
-		return payloadObject{}, false
-	}
-	if members == nil {
-		c.add(path, " is null")
-		return payloadObject{}, false
-	}
-	return payloadObject{c: c, at: path, members: members}, true
-}
-
-// enum records the value raw at path unless it is one of values.
-func (c *payloadCheck) enum(path string, raw json.RawMessage, values ...string) {
-	var v string
-	switch {
-	case string(raw) == "null":
-		c.add(path, " is null")
-	case json.Unmarshal(raw, &v) != nil:
-		c.add(path, " is not a string")
-	case !slices.Contains(values, v):
-		c.add(path, fmt.Sprintf(": %q is not one of %s", v, strings.Join(values, ", ")))
-	}
-}
-
-// payloadObject is a JSON object of a stored payload, at a path.
-type payloadObject struct {
-	c       *payloadCheck
-	at      string
-	members map[string]json.RawMessage
-}
-
-// path is the path of the member name.
-func (o payloadObject) path(name string) string {
-	if o.at == "" {
-		return name
-	}
-	return o.at + "." + name
-}
-
-// required returns the member name, or nil after recording that it is missing or null.
-func (o payloadObject) required(name string) json.RawMessage {
-	raw, ok := o.members[name]
-	switch {
-	case !ok:
-		o.c.add(o.path(name), " is missing")
-	case string(raw) == "null":
-		o.c.add(o.path(name), " is null")
-	default:
-		return raw
-	}
-	return nil
-}
-
-// nullable returns the member name, nil when it is null (a nil list, map, []byte,
-// json.RawMessage or {go:} value), or nil after recording that it is missing.
-func (o payloadObject) nullable(name string) json.RawMessage {
-	raw, ok := o.members[name]
-	if !ok {
-		o.c.add(o.path(name), " is missing")
-		return nil
-	}
-	if string(raw) == "null" {
-		return nil
-	}
-	return raw
-}
-
-// sendDirect calls fn until it succeeds, up to p.MaxAttempts times (3 when unset), within
-// ctx and p.Timeout (outbox.DefaultTimeout when unset), waiting 100ms, 200ms, ... up to
-// 1s between attempts: a direct event never waits on the outbox's long backoff. An error
-// marked outbox.Permanent is not retried. It returns every attempt's error, joined.
-func sendDirect(ctx context.Context, p outbox.Policy, eventType, key string, fn func(context.Context, outbox.Delivery) error) error {
-	attempts := p.MaxAttempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = outbox.DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	d := outbox.Delivery{EventType: eventType, IdempotencyKey: key, EnqueuedAt: time.Now().UTC()}
-	wait := 100 * time.Millisecond
-	var errs []error
-	for d.Attempt = 1; d.Attempt <= attempts; d.Attempt++ {
-		err := fn(ctx, d)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("attempt %d: %w", d.Attempt, err))
-		if outbox.IsPermanent(err) || d.Attempt == attempts {
-			break
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s: direct send: %w", eventType, errors.Join(append(errs, ctx.Err())...))
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
-	return fmt.Errorf("%s: direct send: %w", eventType, errors.Join(errs...))
 }

@@ -123,4 +123,25 @@
 // matter to this package: Enqueue, the claim and the result writes send their values inline,
 // one round trip per statement either way (the driver would otherwise prepare, execute and
 // close every statement with arguments, which was most of what an enqueue cost).
+//
+// # Generated code support
+//
+// IdempotencyKeyOf, OrderingKeyOf, KeyText, PayloadCheck, PayloadList, PayloadMap and
+// SendDirect are what files of outboxgen generate call instead of carrying copies, so a fix
+// in them reaches generated code with a runtime upgrade. They are not meant for hand use, and
+// their output is part of the stored data: a key computed today stays byte for byte the same
+// in later releases. Each generated file carries a guard that the compiler checks, in the
+// shape of protoc-gen-go's EnforceVersion:
+//
+//	const (
+//		_ = outbox.RegenerateWithOutboxgen(3 - outbox.MinGeneratedCodeVersion)
+//		_ = outbox.UpgradeOutboxgenRuntime(outbox.GeneratedCodeVersion - 3)
+//	)
+//
+// where 3 is the version of the generator that wrote it. A file older than the runtime
+// supports fails to build with "constant -1 overflows outbox.RegenerateWithOutboxgen": run go
+// generate with the runtime's own outboxgen (go tool outboxgen is, since the tool and the
+// runtime are one module). A file newer than the runtime fails with "constant -1 overflows
+// outbox.UpgradeOutboxgenRuntime": go get the github.com/outboxgen/outboxgen release that
+// generated it, which the file's comment names.
 package outbox
