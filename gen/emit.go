@@ -734,7 +734,7 @@ func (g *emitter) genEnqueue(e *event) {
 	doc := fmt.Sprintf("Enqueue%s validates e and inserts it into outbox_messages on tx, the caller's\ntransaction: workers see it only after the caller commits, and it is gone if the caller\nrolls back. It never begins, commits or rolls back a transaction itself.", e.goName)
 	if len(e.orderingKey) > 0 {
 		msg = append(msg, jen.Line().Id("OrderingKey").Op(":").Id("e").Dot("OrderingKey").Call())
-		doc += "\n\nThe message takes its place in its key's order (see OrderingKey) when tx commits. Until tx ends, the key stays locked: another transaction enqueueing a message of the same key waits for this one to commit or roll back, which is what makes the order follow commit order. Keep the enqueue late in a short transaction, and take it and your own row locks in the same order on every code path, or two transactions can deadlock (README, \"Ordering per key\")."
+		doc += "\n\nThe message takes its place in its key's order (see OrderingKey) when tx commits. Until tx ends, the key stays locked: another transaction enqueueing a message of the same key waits for this one to commit or roll back, which is what makes the order follow commit order. Keep the enqueue late in a short transaction, and take it and your own row locks in the same order on every code path, or two transactions can deadlock (docs/ordering.md in the outboxgen repository)."
 	}
 	msg = append(msg, jen.Line())
 	g.comment(doc)

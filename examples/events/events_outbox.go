@@ -375,8 +375,8 @@ type OrderPlacedHandler interface {
 // tx ends, the key stays locked: another transaction enqueueing a message of the same key
 // waits for this one to commit or roll back, which is what makes the order follow commit
 // order. Keep the enqueue late in a short transaction, and take it and your own row locks
-// in the same order on every code path, or two transactions can deadlock (README,
-// "Ordering per key").
+// in the same order on every code path, or two transactions can deadlock
+// (docs/ordering.md in the outboxgen repository).
 func EnqueueOrderPlaced(ctx context.Context, tx outbox.DBTX, e OrderPlaced, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
 	if err := e.Validate(); err != nil {
 		return 0, err
@@ -511,8 +511,8 @@ type OrderPaidHandler interface {
 // tx ends, the key stays locked: another transaction enqueueing a message of the same key
 // waits for this one to commit or roll back, which is what makes the order follow commit
 // order. Keep the enqueue late in a short transaction, and take it and your own row locks
-// in the same order on every code path, or two transactions can deadlock (README,
-// "Ordering per key").
+// in the same order on every code path, or two transactions can deadlock
+// (docs/ordering.md in the outboxgen repository).
 func EnqueueOrderPaid(ctx context.Context, tx outbox.DBTX, e OrderPaid, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
 	if err := e.Validate(); err != nil {
 		return 0, err
@@ -661,8 +661,8 @@ type OrderShippedHandler interface {
 // tx ends, the key stays locked: another transaction enqueueing a message of the same key
 // waits for this one to commit or roll back, which is what makes the order follow commit
 // order. Keep the enqueue late in a short transaction, and take it and your own row locks
-// in the same order on every code path, or two transactions can deadlock (README,
-// "Ordering per key").
+// in the same order on every code path, or two transactions can deadlock
+// (docs/ordering.md in the outboxgen repository).
 func EnqueueOrderShipped(ctx context.Context, tx outbox.DBTX, e OrderShipped, opts ...outbox.EnqueueOption) (outbox.MessageID, error) {
 	if err := e.Validate(); err != nil {
 		return 0, err
