@@ -34,7 +34,7 @@ func lint(root, version string, mods []*mod) []string {
 	for _, m := range mods {
 		file := m.Dir + "/go.mod"
 		for _, r := range m.File.Replace {
-			add("%s:%d: replace %s: a published go.mod holds no replace directive (outside the repository it is ignored; go.work serves development)",
+			add("%s:%d: replace %s: a go.mod of this repository holds no replace directive (outside the repository it is ignored; go.work serves development)",
 				file, r.Syntax.Start.Line, r.Old.Path)
 		}
 		for _, r := range m.File.Require {
