@@ -6,8 +6,8 @@ require (
 	github.com/ThreeDotsLabs/watermill v1.5.0
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/outboxgen/outboxgen v0.0.0
-	github.com/outboxgen/outboxgen/runtime/outboxotel v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
+	github.com/outboxgen/outboxgen/runtime/outboxotel v0.3.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/sdk v1.40.0
 	go.opentelemetry.io/otel/sdk/metric v1.40.0
@@ -35,7 +35,3 @@ require (
 	golang.org/x/sys v0.40.0 // indirect
 	golang.org/x/text v0.24.0 // indirect
 )
-
-replace github.com/outboxgen/outboxgen => ..
-
-replace github.com/outboxgen/outboxgen/runtime/outboxotel => ../runtime/outboxotel

@@ -10,6 +10,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=skips.sh
 source "$root/scripts/skips.sh"
 cd "${1:?usage: scripts/module-test.sh DIR [GO TEST FLAGS...]}"
+# The workspace builds the module against this tree's root module, which its go.mod requires at
+# the release version (scripts/test runs with GOWORK=off for the root module's own steps).
+export GOWORK=$root/go.work
 shift
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(-race -count=1)

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 
 	"github.com/outboxgen/outboxgen/gen"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // Exit codes of the generator's subcommands (docs/events-yaml.md, "The CLI"): 1 = invalid
@@ -234,23 +235,43 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	return 0, true
 }
 
-// version is the module version when built by `go install`/`go tool` from a tagged module,
-// or "(devel)" in this repository.
+// version is the release this generator belongs to (outbox.Version: one version covers the
+// whole repository), plus, when the build says otherwise, what the binary was really built
+// from: a pseudo-version of an untagged commit, or a replace directive.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok || info.Main.Version == "" {
-		return "(devel)"
+	info, _ := debug.ReadBuildInfo()
+	if d := buildDetail(info); d != "" {
+		return outbox.Version + " (" + d + ")"
 	}
-	if info.Main.Path != "github.com/outboxgen/outboxgen" {
-		// Built as a tool of another module: report our dependency's version.
+	return outbox.Version
+}
+
+// buildDetail is what info adds to outbox.Version: "" when it agrees or knows nothing (a build
+// in this repository says "(devel)"), "module V" for another version of the module, "replaced
+// by PATH" when a replace directive supplied it.
+func buildDetail(info *debug.BuildInfo) string {
+	if info == nil {
+		return ""
+	}
+	mod := &info.Main
+	if mod.Path != "github.com/outboxgen/outboxgen" {
+		// Built as a tool of another module: our module is one of its dependencies.
+		mod = nil
 		for _, dep := range info.Deps {
 			if dep.Path == "github.com/outboxgen/outboxgen" {
-				if dep.Replace != nil {
-					return dep.Version + " (replaced by " + dep.Replace.Path + ")"
-				}
-				return dep.Version
+				mod = dep
+				break
 			}
 		}
+		if mod == nil {
+			return ""
+		}
 	}
-	return info.Main.Version
+	if mod.Replace != nil {
+		return "replaced by " + mod.Replace.Path
+	}
+	if mod.Version == "" || mod.Version == "(devel)" || mod.Version == outbox.Version {
+		return ""
+	}
+	return "module " + mod.Version
 }

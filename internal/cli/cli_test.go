@@ -93,8 +93,8 @@ func TestSchemaAndVersion(t *testing.T) {
 		t.Errorf("schema extra: exit %d, want 2", code)
 	}
 	code, out, _ = run("version")
-	if code != 0 || !strings.HasPrefix(out, "outboxgen ") {
-		t.Errorf("version: exit %d, output %q", code, out)
+	if want := "outboxgen " + outbox.Version + "\n"; code != 0 || out != want {
+		t.Errorf("version: exit %d, output %q, want %q", code, out, want)
 	}
 	if code, out, _ := run("version", "-h"); code != 0 || !strings.Contains(out, "usage: outboxgen version") {
 		t.Errorf("version -h: exit %d, output %q", code, out)

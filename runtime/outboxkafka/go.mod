@@ -2,10 +2,8 @@ module github.com/outboxgen/outboxgen/runtime/outboxkafka
 
 go 1.24.0
 
-replace github.com/outboxgen/outboxgen => ../..
-
 require (
-	github.com/outboxgen/outboxgen v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
 	github.com/twmb/franz-go v1.20.7
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20251021232020-dd73f6664175
 	github.com/twmb/franz-go/pkg/kmsg v1.12.0

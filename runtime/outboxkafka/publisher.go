@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay"
 )
 
 // Producer produces records and waits for their acks: a *kgo.Client.
@@ -24,7 +24,7 @@ type Producer interface {
 type Publisher struct {
 	cl     Producer
 	cfg    config
-	topics *relay.Destinations
+	topics *outboxrelay.Destinations
 }
 
 // New returns a Publisher on cl (a *kgo.Client). It panics on a nil cl: a startup
@@ -34,7 +34,7 @@ func New(cl Producer, opts ...Option) *Publisher {
 		panic("outboxkafka: New: nil client")
 	}
 	cfg := newConfig(opts)
-	return &Publisher{cl: cl, cfg: cfg, topics: relay.NewDestinations(pkg, "topic", cfg.topic, checkTopic)}
+	return &Publisher{cl: cl, cfg: cfg, topics: outboxrelay.NewDestinations(pkg, "topic", cfg.topic, checkTopic)}
 }
 
 // Topic returns the topic that eventType is produced to, or why the mapping's result is not a
@@ -98,7 +98,7 @@ func (p *Publisher) Record(payload json.RawMessage, d outbox.Delivery) (*kgo.Rec
 			return nil, err
 		}
 	}
-	for _, m := range relay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
+	for _, m := range outboxrelay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
 		headers = append(headers, kgo.RecordHeader{Key: m.Key, Value: []byte(m.Value)})
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: payload, Headers: headers}, nil

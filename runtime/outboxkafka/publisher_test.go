@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay/relaytest"
 )
 
 // These tests need no database: they hand the Publisher deliveries as the worker would and

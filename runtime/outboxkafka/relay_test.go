@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay/relaytest"
 )
 
 // The relay end to end: messages enqueued in a real database, a real worker, a kfake cluster.

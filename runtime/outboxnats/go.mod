@@ -2,13 +2,11 @@ module github.com/outboxgen/outboxgen/runtime/outboxnats
 
 go 1.24.0
 
-replace github.com/outboxgen/outboxgen => ../..
-
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats-server/v2 v2.12.4
 	github.com/nats-io/nats.go v1.49.0
-	github.com/outboxgen/outboxgen v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
 )
 
 require (

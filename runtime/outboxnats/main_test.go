@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay/relaytest"
 )
 
 // childEnv makes this test binary a relay worker process for TestRelayWorkerKilledMidRelay

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay"
 )
 
 // Publisher publishes outbox deliveries to JetStream. It is safe for concurrent use; one
@@ -19,7 +19,7 @@ import (
 type Publisher struct {
 	js       jetstream.Publisher
 	cfg      config
-	subjects *relay.Destinations
+	subjects *outboxrelay.Destinations
 }
 
 // New returns a Publisher on js (a jetstream.JetStream, or anything that publishes like one).
@@ -29,7 +29,7 @@ func New(js jetstream.Publisher, opts ...Option) *Publisher {
 		panic("outboxnats: New: nil JetStream")
 	}
 	cfg := newConfig(opts)
-	return &Publisher{js: js, cfg: cfg, subjects: relay.NewDestinations(pkg, "subject", cfg.subject, checkSubject)}
+	return &Publisher{js: js, cfg: cfg, subjects: outboxrelay.NewDestinations(pkg, "subject", cfg.subject, checkSubject)}
 }
 
 // Subject returns the subject that eventType is published on, or why the mapping's result is
@@ -96,7 +96,7 @@ func (p *Publisher) message(subject string, payload json.RawMessage, d outbox.De
 	}
 	// The metadata after the message's headers: a collision (only with a prefix other than
 	// the reserved "outbox-") goes to the metadata.
-	for _, m := range relay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
+	for _, m := range outboxrelay.Metadata(p.cfg.metaPrefix, p.cfg.source, d) {
 		h.Set(headerName(m.Key), headerValue(m.Value))
 	}
 	h.Set(jetstream.MsgIDHeader, msgID)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay/relaytest"
 )
 
 // These tests need no database: they hand the Publisher deliveries as the worker would and

@@ -5,8 +5,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay"
 )
 
 // Events is what Register relays: event types and the policy of each, the interface
@@ -17,12 +17,12 @@ import (
 // An *outbox.Router is one, so a generated catalog's router (events.NewRouter(nil): Register
 // reads it and never calls its handlers) gives every outbox event of the catalog with the
 // catalog's policies; Types lists event types by hand.
-type Events = relay.Events
+type Events = outboxrelay.Events
 
 // Types returns Events of the given event types, each with policy p. A relay with a policy
 // of its own (a shorter backoff than the catalog's handlers need, say) for every event of a
 // catalog: Types(p, events.NewRouter(nil).EventTypes()...).
-func Types(p outbox.Policy, eventTypes ...string) Events { return relay.Types(p, eventTypes...) }
+func Types(p outbox.Policy, eventTypes ...string) Events { return outboxrelay.Types(p, eventTypes...) }
 
 // Register adds to r a handler that publishes to js, for every event type of events, with the
 // policy events gives it (the backoff and timeout apply to the relay; the attempts budget is
@@ -37,11 +37,11 @@ func Register(r *outbox.Router, js jetstream.Publisher, events Events, opts ...O
 		return err
 	}
 	p := New(js, opts...)
-	return relay.Register(pkg, r, events, p.Subject, p.Handle)
+	return outboxrelay.Register(pkg, r, events, p.Subject, p.Handle)
 }
 
 // pkg starts the errors.
 const pkg = "outboxnats"
 
 // checkSource accepts WithSource's name: "" (no source) or 1 to 64 of [A-Za-z0-9_.:-].
-func checkSource(name string) error { return relay.CheckSource(pkg, name) }
+func checkSource(name string) error { return outboxrelay.CheckSource(pkg, name) }

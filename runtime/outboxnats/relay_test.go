@@ -18,9 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgen/outboxgen/runtime/internal/relaytest"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay/relaytest"
 )
 
 // The relay end to end: messages enqueued in a real database, a real worker, a real

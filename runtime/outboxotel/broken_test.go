@@ -3,8 +3,8 @@ package outboxotel_test
 import (
 	"testing"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outboxotel"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // One ordered PENDING row without its queue entry, alone under its type, once failed every

@@ -2,11 +2,9 @@ module github.com/outboxgen/outboxgen/runtime/outboxotel
 
 go 1.24.0
 
-replace github.com/outboxgen/outboxgen => ../..
-
 require (
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/outboxgen/outboxgen v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.40.0
 	go.opentelemetry.io/otel/metric v1.40.0

@@ -18,9 +18,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxotel"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // w3c is the propagator every test wires on both sides: what otel.SetTextMapPropagator is

@@ -12,9 +12,9 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxotel"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // outboxprom's known mix, read through a manual reader: 3 welcome_email sent at once, 1 flaky

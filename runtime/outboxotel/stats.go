@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxotel/internal/utf8esc"
 )
 
 // RegisterStats creates the table's gauges (outboxgen.messages, outboxgen.due.messages,

@@ -14,9 +14,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxotel"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // Integration tests: the process-wide hook (TestMain) on real Enqueue calls, a real worker on

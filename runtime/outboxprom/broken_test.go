@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outboxprom"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // One ordered PENDING row without its queue entry, alone under its type, once failed every

@@ -2,10 +2,8 @@ module github.com/outboxgen/outboxgen/runtime/outboxprom
 
 go 1.24.0
 
-replace github.com/outboxgen/outboxgen => ../..
-
 require (
-	github.com/outboxgen/outboxgen v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
 	github.com/prometheus/client_golang v1.23.2
 )
 

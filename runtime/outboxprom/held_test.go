@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxprom"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // heldGauges gathers outbox_held_ordering_key_head_id: head id by ordering_key, with the

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxprom/internal/utf8esc"
 )
 
 // DefaultStatsTimeout bounds the outbox.Stats query of one scrape.

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxprom"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // Integration tests: a real worker on the real server (OUTBOX_TEST_DSN; skipped without it)

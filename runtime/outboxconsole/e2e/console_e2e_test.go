@@ -23,9 +23,9 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxconsole"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // chromiumPath is Debian's chromium (apt-get install chromium), never a downloaded browser.

@@ -2,13 +2,11 @@ module github.com/outboxgen/outboxgen/runtime/outboxconsole/e2e
 
 go 1.25.0
 
-replace github.com/outboxgen/outboxgen => ../../..
-
 require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/outboxgen/outboxgen v0.0.0
+	github.com/outboxgen/outboxgen v0.3.0
 )
 
 require (

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // span is what this test reads of the stdout exporter's JSON.

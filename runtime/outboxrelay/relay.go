@@ -1,12 +1,13 @@
-// Package relay is what the relay modules (runtime/outboxnats, runtime/outboxkafka) share: the
-// Events they relay, Register's checks, the mapping from event type to destination (a subject,
-// a topic) checked once per type, the WithSource name check and the outbox's metadata headers.
+// Package outboxrelay holds what a relay shares with every other relay: a Register that hands
+// each event type of a router to a broker (runtime/outboxnats to NATS JetStream,
+// runtime/outboxkafka to Kafka, or a relay module of your own). It gives the Events a relay
+// relays, Register's checks, the mapping from event type to destination (a subject, a topic)
+// checked once per type, the WithSource name check and the outbox's metadata headers, so that
+// every relay refuses the same mistakes and writes the same headers.
 //
-// It uses only the standard library and runtime/outbox, so the core module gains no
-// dependency. The relay modules are modules of their own, but their import paths are under
-// runtime/, and Go's internal rule follows import paths: they may import it, nothing outside
-// this repository may.
-package relay
+// It uses only the standard library and runtime/outbox: the core module gains no dependency,
+// and a relay module depends on the core module's released version, never on its internals.
+package outboxrelay
 
 import (
 	"fmt"

@@ -1,8 +1,9 @@
-// Package relaytest holds the test helpers that the relay modules (runtime/outboxnats,
-// runtime/outboxkafka) share: a migrated database per test (internal/testdb's, on the server
-// that OUTBOX_TEST_DSN names) with enqueue and inspect helpers, a worker that runs until the
-// test ends, waits, deliveries made by hand, a handler that fails first attempts, and the
-// checks every relay's Register must pass. Only tests import it.
+// Package relaytest holds the test helpers of relay modules (runtime/outboxnats,
+// runtime/outboxkafka, or one of your own built on runtime/outboxrelay): a migrated database
+// per test (runtime/outboxtest/testdb's, on the server that OUTBOX_TEST_DSN names) with
+// enqueue and inspect helpers, a worker that runs until the test ends, waits, deliveries made
+// by hand, a handler that fails first attempts, and the checks every relay's Register must
+// pass. Only tests import it.
 package relaytest
 
 import (
@@ -20,9 +21,9 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/examples/events"
-	"github.com/outboxgen/outboxgen/internal/testdb"
-	"github.com/outboxgen/outboxgen/runtime/internal/relay"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxrelay"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
 // Fast is a relay policy for tests: retries come within tens of milliseconds.
@@ -239,13 +240,13 @@ func Nop(context.Context, json.RawMessage, outbox.Delivery) error { return nil }
 
 // RegisterFunc is a relay's Register bound to its client: outboxnats.Register(r, js, events,
 // opts...), say.
-type RegisterFunc[O any] func(r *outbox.Router, events relay.Events, opts ...O) error
+type RegisterFunc[O any] func(r *outbox.Router, events outboxrelay.Events, opts ...O) error
 
 // Refusal is a subtest of CheckRegister: Register with Events and Opts must fail with an
 // error containing Want.
 type Refusal[O any] struct {
 	Name   string
-	Events relay.Events
+	Events outboxrelay.Events
 	Opts   []O
 	Want   string
 }
@@ -277,10 +278,10 @@ func CheckRegister[O any](t *testing.T, register RegisterFunc[O], refusals ...Re
 	}
 
 	common := []Refusal[O]{
-		{Name: "no events", Events: relay.Types(Fast), Want: "no event types"},
-		{Name: "already routed", Events: relay.Types(Fast, "x", "local_only"), Want: `event "local_only" already has a handler`},
-		{Name: "listed twice", Events: relay.Types(Fast, "x", "x"), Want: `event "x" already has a handler`},
-		{Name: "empty type", Events: relay.Types(Fast, ""), Want: "empty event type"},
+		{Name: "no events", Events: outboxrelay.Types(Fast), Want: "no event types"},
+		{Name: "already routed", Events: outboxrelay.Types(Fast, "x", "local_only"), Want: `event "local_only" already has a handler`},
+		{Name: "listed twice", Events: outboxrelay.Types(Fast, "x", "x"), Want: `event "x" already has a handler`},
+		{Name: "empty type", Events: outboxrelay.Types(Fast, ""), Want: "empty event type"},
 	}
 	for _, c := range append(common, refusals...) {
 		t.Run(c.Name, func(t *testing.T) {
