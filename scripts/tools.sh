@@ -2,6 +2,7 @@
 # Pinned tools, installed with `go install` into GOBIN (default $(go env GOPATH)/bin) when missing.
 SQLC_VERSION=v1.31.1
 STATICCHECK_VERSION=v0.8.2
+GOTESTSUM_VERSION=v1.13.0
 
 tools_path() {
 	local bin
@@ -26,6 +27,22 @@ tools_ensure_staticcheck() {
 	fi
 	echo "tools: installing staticcheck $STATICCHECK_VERSION" >&2
 	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >&2
+}
+
+tools_ensure_gotestsum() {
+	tools_path
+	if command -v gotestsum >/dev/null 2>&1 && [ "$(gotestsum --version 2>/dev/null)" = "gotestsum version $GOTESTSUM_VERSION" ]; then
+		return 0
+	fi
+	echo "tools: installing gotestsum $GOTESTSUM_VERSION" >&2
+	go install "gotest.tools/gotestsum@$GOTESTSUM_VERSION" >&2
+}
+
+# jq reads the test2json files that gotestsum saves (scripts/skips.sh).
+tools_ensure_jq() {
+	command -v jq >/dev/null 2>&1 && return 0
+	echo "tools: jq not found; installing Debian's jq with apt-get" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >&2
 }
 
 # The AsyncAPI 3.0.0 JSON Schema, for gen's TestAsyncAPIOfficialSchema: the npm package that the
