@@ -11,32 +11,25 @@ tools_path() {
 	export PATH="$bin:$PATH"
 }
 
-tools_ensure_sqlc() {
+# tools__ensure NAME VERSION PACKAGE VERSION-COMMAND...: NAME at VERSION on PATH, installed from
+# PACKAGE@VERSION when missing or when VERSION-COMMAND prints another version.
+tools__ensure() {
+	local name=$1 version=$2 pkg=$3 want
+	shift 3
 	tools_path
-	if command -v sqlc >/dev/null 2>&1 && [ "$(sqlc version 2>/dev/null)" = "$SQLC_VERSION" ]; then
+	want=${version#v}
+	if command -v "$name" >/dev/null 2>&1 && "$@" 2>/dev/null | grep -qE "(^|[^0-9.])${want//./\\.}(\$|[^0-9.])"; then
 		return 0
 	fi
-	echo "tools: installing sqlc $SQLC_VERSION (about two minutes)" >&2
-	go install "github.com/sqlc-dev/sqlc/cmd/sqlc@$SQLC_VERSION" >&2
+	echo "tools: installing $name $version" >&2
+	go install "$pkg@$version" >&2
 }
 
+tools_ensure_sqlc() { tools__ensure sqlc "$SQLC_VERSION" github.com/sqlc-dev/sqlc/cmd/sqlc sqlc version; }
 tools_ensure_staticcheck() {
-	tools_path
-	if command -v staticcheck >/dev/null 2>&1 && staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
-		return 0
-	fi
-	echo "tools: installing staticcheck $STATICCHECK_VERSION" >&2
-	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >&2
+	tools__ensure staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck staticcheck -version
 }
-
-tools_ensure_gotestsum() {
-	tools_path
-	if command -v gotestsum >/dev/null 2>&1 && [ "$(gotestsum --version 2>/dev/null)" = "gotestsum version $GOTESTSUM_VERSION" ]; then
-		return 0
-	fi
-	echo "tools: installing gotestsum $GOTESTSUM_VERSION" >&2
-	go install "gotest.tools/gotestsum@$GOTESTSUM_VERSION" >&2
-}
+tools_ensure_gotestsum() { tools__ensure gotestsum "$GOTESTSUM_VERSION" gotest.tools/gotestsum gotestsum --version; }
 
 # jq reads the test2json files that gotestsum saves (scripts/skips.sh).
 tools_ensure_jq() {
