@@ -2,13 +2,17 @@
 # scripts/module-test.sh DIR [GO TEST FLAGS...]: the checks of a module of its own (a go.mod
 # below the root, which the root's `go vet ./...` and `go test ./...` do not reach), for its
 # scripts-test.sh, which scripts/test runs once per database server (OUTBOX_TEST_DSN):
-# go vet, staticcheck when it is installed, then go test -v ./... with FLAGS (-race -count=1
-# when none are given), the per-test chatter dropped, the verdicts counted and the skipped
-# tests listed (a test that needs OUTBOX_TEST_DSN skips without it and says so).
+# go vet, staticcheck when it is installed, then go test ./... with FLAGS (-race -count=1 when
+# none are given) through gotestsum, the verdicts counted and the skipped tests listed (a test
+# that needs OUTBOX_TEST_DSN skips without it and says so).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=skips.sh
 source "$root/scripts/skips.sh"
+# shellcheck source=tools.sh
+source "$root/scripts/tools.sh"
+tools_ensure_gotestsum
+tools_ensure_jq
 cd "${1:?usage: scripts/module-test.sh DIR [GO TEST FLAGS...]}"
 # The workspace builds the module against this tree's root module, which its go.mod requires at
 # the release version (scripts/test runs with GOWORK=off for the root module's own steps).
@@ -35,11 +39,10 @@ echo "$label: go test ${flags[*]}"
 log=$(mktemp "/tmp/${label// /-}-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 status=0
-go test "${flags[@]}" -v ./... >"$log" 2>&1 || status=$?
-grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- PASS|--- SKIP)' "$log" || true
-count() { grep -cE "^\s*--- $1" "$log" || true; }
-echo "$label go test: $(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped"
-if grep -qE '^\s*--- SKIP' "$log"; then
+gotest "$log" "${flags[@]}" ./... || status=$?
+read -r p f s < <(test_counts "$log")
+echo "$label go test: $p passed, $f failed, $s skipped"
+if [ "$s" -gt 0 ]; then
 	echo "skipped tests:"; skip_reasons "$log" | head -n 40
 fi
 [ "$status" -eq 0 ] || { echo "$label: go test failed (exit $status)"; exit "$status"; }

@@ -7,6 +7,7 @@
 #   mariadb-11.8   Debian sid's mariadb-server-core, run from a sid root (see sidroot_ensure).
 #   mysql-9.7      Debian sid's mysql-server-core (Oracle MySQL 9.7 LTS), from a sid root.
 #
+#   server_ensure KIND   # install Debian's package or build the sid root the kind runs from
 #   server_start KIND    # sets SERVER_KIND, SERVER_DIR, SERVER_PORT, SERVER_PID, SERVER_DSN_ROOT
 #                        # (a server-level DSN with CREATE DATABASE rights), SERVER_VERSION
 #   server_stop          # by pid; removes the datadir; safe to call twice
@@ -15,6 +16,9 @@
 #
 # Several servers at once: server_start sets the SERVER_* variables of the last one started;
 # save them (server_save NAME / server_load NAME) to juggle more than one.
+#
+# The fault suite's Go controller (reliability/internal/server) manages its servers' processes
+# itself but takes what it runs from here: server__root, server__setup and server__launch_argv.
 
 SERVERS_ALL="mariadb-10.11 mariadb-11.8 mysql-9.7"
 # A fixed path so a machine builds each root once (about 2-4 minutes and 1 GB each) and every
@@ -92,18 +96,25 @@ server__root() {
 	esac
 }
 
-# server__in ROOT CMD...: run CMD inside ROOT in a private mount namespace with /proc mounted
-# (mysqld reads /proc; the mount vanishes with the namespace). With ROOT empty, run it here.
-# unshare and chroot exec, so the final process is CMD itself: its pid is the server's.
-server__in() {
+# server__argv_in ROOT CMD...: prints, NUL-separated, the command that runs CMD inside ROOT in a
+# private mount namespace with /proc mounted (mysqld reads /proc; the mount vanishes with the
+# namespace); with ROOT empty, CMD itself. unshare, sh and chroot each exec the next, so the final
+# process is CMD itself: its pid is the server's.
+server__argv_in() {
 	local root=$1
 	shift
-	if [ -z "$root" ]; then
-		"$@"
-		return
+	if [ -n "$root" ]; then
+		# shellcheck disable=SC2016
+		set -- unshare -m --propagation private sh -c 'root=$1; shift; mount -t proc proc "$root/proc" && exec chroot "$root" "$@"' sh "$root" "$@"
 	fi
-	# shellcheck disable=SC2016
-	unshare -m --propagation private sh -c 'root=$1; shift; mount -t proc proc "$root/proc" && exec chroot "$root" "$@"' sh "$root" "$@"
+	printf '%s\0' "$@"
+}
+
+# server__in ROOT CMD...: run CMD as server__argv_in prints it.
+server__in() {
+	local argv
+	mapfile -d '' argv < <(server__argv_in "$@")
+	"${argv[@]}"
 }
 
 server__client() {
@@ -132,7 +143,19 @@ server__install() {
 	esac
 }
 
-server__launch() {
+# server__setup: SERVER_DIR ready for the kind's server, with a fresh datadir installed.
+server__setup() {
+	# Its own tmpdir: a mariadbd starting with the default /tmp deletes the #sql* files it finds
+	# there, including those of another server's install running at the same moment.
+	mkdir -p "$SERVER_DIR/tmp"
+	[ -z "$SERVER_ROOT" ] && { chown -R mysql:mysql "$SERVER_DIR" 2>/dev/null || true; }
+	chmod 755 "$SERVER_DIR"
+	server__install
+}
+
+# server__launch_argv: prints, NUL-separated, the command that runs the server of SERVER_KIND on
+# SERVER_DIR and SERVER_PORT in the foreground.
+server__launch_argv() {
 	local d=${SERVER_DIR#"$SERVER_ROOT"}
 	# Settings shared by every kind. innodb_flush_log_at_trx_commit=2 (and sync_binlog=0 on MySQL,
 	# whose binlog is on by default) keep a throwaway test server fast; the benchmark documents its own.
@@ -140,14 +163,21 @@ server__launch() {
 		--bind-address=127.0.0.1 --tmpdir="$d/tmp" --pid-file="$d/pid" --log-error="$d/err.log"
 		--max-connections=1000 --innodb-buffer-pool-size=256M
 		--innodb-flush-log-at-trx-commit="${SERVER_FLUSH:-2}" --skip-name-resolve)
+	# shellcheck disable=SC2086 # SERVER_EXTRA_ARGS is a list of flags
 	case "$SERVER_KIND" in
-	mariadb-10.11) server__in "" mariadbd "${common[@]}" --user=mysql ${SERVER_EXTRA_ARGS:-} >/dev/null 2>&1 & ;;
-	mariadb-11.8) server__in "$SERVER_ROOT" mariadbd "${common[@]}" --user=root ${SERVER_EXTRA_ARGS:-} >/dev/null 2>&1 & ;;
+	mariadb-10.11) server__argv_in "" mariadbd "${common[@]}" --user=mysql ${SERVER_EXTRA_ARGS:-} ;;
+	mariadb-11.8) server__argv_in "$SERVER_ROOT" mariadbd "${common[@]}" --user=root ${SERVER_EXTRA_ARGS:-} ;;
 	mysql-9.7)
 		# It aborts without --secure-file-priv=; X protocol and performance_schema are not used.
-		server__in "$SERVER_ROOT" mysqld "${common[@]}" --user=root --mysqlx=OFF --secure-file-priv= \
-			--performance-schema=OFF --sync-binlog="${SERVER_SYNC_BINLOG:-0}" ${SERVER_EXTRA_ARGS:-} >/dev/null 2>&1 & ;;
+		server__argv_in "$SERVER_ROOT" mysqld "${common[@]}" --user=root --mysqlx=OFF --secure-file-priv= \
+			--performance-schema=OFF --sync-binlog="${SERVER_SYNC_BINLOG:-0}" ${SERVER_EXTRA_ARGS:-} ;;
 	esac
+}
+
+server__launch() {
+	local argv
+	mapfile -d '' argv < <(server__launch_argv)
+	"${argv[@]}" >/dev/null 2>&1 &
 	local i
 	for i in $(seq 1 1200); do
 		if [ -f "$SERVER_DIR/pid" ] && server__client -e 'SELECT 1' >/dev/null 2>&1; then
@@ -162,26 +192,27 @@ server__launch() {
 	return 1
 }
 
+# server_ensure KIND: the kind's binaries, installed or built once per machine.
+server_ensure() {
+	case "$1" in
+	mariadb-10.11) mariadb_ensure_installed ;;
+	mariadb-11.8) sidroot_ensure mariadb ;;
+	mysql-9.7) sidroot_ensure mysql ;;
+	*) server__log "unknown server kind '$1' (known: $SERVERS_ALL)"; return 1 ;;
+	esac
+}
+
 server_start() {
 	SERVER_KIND=$1
 	SERVER_ROOT=$(server__root "$SERVER_KIND") || return 1
-	case "$SERVER_KIND" in
-	mariadb-10.11) mariadb_ensure_installed || return 1 ;;
-	mariadb-11.8) sidroot_ensure mariadb || return 1 ;;
-	mysql-9.7) sidroot_ensure mysql || return 1 ;;
-	esac
+	server_ensure "$SERVER_KIND" || return 1
 	# The datadir lives inside the root the server runs in, so one path works inside and outside.
 	mkdir -p "${SERVER_ROOT:-}/tmp"
 	chmod 1777 "${SERVER_ROOT:-}/tmp"
 	SERVER_DIR=$(mktemp -d "${SERVER_ROOT:-}/tmp/outboxgen-$SERVER_KIND.XXXXXX")
 	SERVER_PORT=$(server_free_port) || return 1
 	export SERVER_KIND SERVER_ROOT SERVER_DIR SERVER_PORT
-	# Its own tmpdir: a mariadbd starting with the default /tmp deletes the #sql* files it finds
-	# there, including those of another server's install running at the same moment.
-	mkdir -p "$SERVER_DIR/tmp"
-	[ -z "$SERVER_ROOT" ] && { chown -R mysql:mysql "$SERVER_DIR" 2>/dev/null || true; }
-	chmod 755 "$SERVER_DIR"
-	server__install >"$SERVER_DIR/install.log" 2>&1 || {
+	server__setup >"$SERVER_DIR/install.log" 2>&1 || {
 		cat "$SERVER_DIR/install.log" >&2
 		return 1
 	}

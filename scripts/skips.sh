@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Sourced by scripts/test and scripts/module-test.sh.
+# Sourced by scripts/test and scripts/module-test.sh: go test through gotestsum, which reads go
+# test's test2json stream, and two readers of the JSON file it saves.
 
-# skip_reasons LOG: one line per test that a saved `go test -v` log reports skipped, with its
-# package and the last line it logged before its verdict: t.Skip's reason. go test -v prints a
-# test's log lines as they come, before its "--- SKIP" line, under a "=== RUN/CONT/NAME" line
-# that names the test whenever another test printed last; so a line belongs to the test that the
-# latest such line or verdict names (go tool test2json's rule), not to the line after a verdict.
+# gotest JSON ARGS...: go test ARGS, printing what a plain go test prints (a failed test's output
+# and one line per package), with its test2json events saved in JSON.
+gotest() {
+	local json=$1
+	shift
+	gotestsum --format standard-quiet --hide-summary=skipped --jsonfile "$json" -- "$@"
+}
+
+# test_counts JSON: "PASSED FAILED SKIPPED", counting tests and subtests.
+test_counts() {
+	jq -rs '[.[] | select(.Test != null) | .Action] as $a
+		| [$a[] | select(. == "pass")] | length as $p
+		| [$a[] | select(. == "fail")] | length as $f
+		| [$a[] | select(. == "skip")] | length as $s
+		| "\($p) \($f) \($s)"' "$1"
+}
+
+# skip_reasons JSON: one line per skipped test, with its package and the last line it logged
+# (file.go:N: ...) before its verdict: t.Skip's reason.
 skip_reasons() {
-	awk '
-	function verdict_name(s) { sub(/^ *--- [A-Z]+: /, "", s); sub(/ \([0-9.]+s\)$/, "", s); return s }
-	/^ *=== (RUN|PAUSE|CONT|NAME)( |$)/ { cur = $0; sub(/^ *=== [A-Z]+ */, "", cur); next }
-	/^ *--- (PASS|FAIL|SKIP): / {
-		cur = verdict_name($0)
-		if ($0 ~ /^ *--- SKIP: /) { n++; skipped[n] = cur; why[n] = (cur in last) ? last[cur] : "(no reason logged)" }
-		next
-	}
-	/^ +[^ ]+\.go:[0-9]+: / { if (cur != "") { line = $0; sub(/^ +/, "", line); last[cur] = line } next }
-	# The end of a package: name its skips.
-	/^(ok|FAIL|\?) *\t/ {
-		split($0, f, "\t")
-		for (i = 1; i <= n; i++) printf "  %s (%s): %s\n", skipped[i], f[2], why[i]
-		n = 0; cur = ""; split("", last)
-	}
-	END { for (i = 1; i <= n; i++) printf "  %s: %s\n", skipped[i], why[i] }
-	' "$1"
+	jq -rs '
+		def key: .Package + " " + .Test;
+		(map(select(.Test != null and .Action == "output" and (.Output | test("^\\s+\\S+\\.go:[0-9]+: "))))
+			| group_by(key) | map({key: (.[0] | key), value: (last.Output | sub("^\\s+"; "") | sub("\\s+$"; ""))})
+			| from_entries) as $last
+		| .[] | select(.Test != null and .Action == "skip")
+		| "  \(.Test) (\(.Package)): \($last[key] // "(no reason logged)")"' "$1"
 }

@@ -2,6 +2,7 @@
 # Pinned tools, installed with `go install` into GOBIN (default $(go env GOPATH)/bin) when missing.
 SQLC_VERSION=v1.31.1
 STATICCHECK_VERSION=v0.8.2
+GOTESTSUM_VERSION=v1.13.0
 
 tools_path() {
 	local bin
@@ -10,22 +11,31 @@ tools_path() {
 	export PATH="$bin:$PATH"
 }
 
-tools_ensure_sqlc() {
+# tools__ensure NAME VERSION PACKAGE VERSION-COMMAND...: NAME at VERSION on PATH, installed from
+# PACKAGE@VERSION when missing or when VERSION-COMMAND prints another version.
+tools__ensure() {
+	local name=$1 version=$2 pkg=$3 want
+	shift 3
 	tools_path
-	if command -v sqlc >/dev/null 2>&1 && [ "$(sqlc version 2>/dev/null)" = "$SQLC_VERSION" ]; then
+	want=${version#v}
+	if command -v "$name" >/dev/null 2>&1 && "$@" 2>/dev/null | grep -qE "(^|[^0-9.])${want//./\\.}(\$|[^0-9.])"; then
 		return 0
 	fi
-	echo "tools: installing sqlc $SQLC_VERSION (about two minutes)" >&2
-	go install "github.com/sqlc-dev/sqlc/cmd/sqlc@$SQLC_VERSION" >&2
+	echo "tools: installing $name $version" >&2
+	go install "$pkg@$version" >&2
 }
 
+tools_ensure_sqlc() { tools__ensure sqlc "$SQLC_VERSION" github.com/sqlc-dev/sqlc/cmd/sqlc sqlc version; }
 tools_ensure_staticcheck() {
-	tools_path
-	if command -v staticcheck >/dev/null 2>&1 && staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
-		return 0
-	fi
-	echo "tools: installing staticcheck $STATICCHECK_VERSION" >&2
-	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >&2
+	tools__ensure staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck staticcheck -version
+}
+tools_ensure_gotestsum() { tools__ensure gotestsum "$GOTESTSUM_VERSION" gotest.tools/gotestsum gotestsum --version; }
+
+# jq reads the test2json files that gotestsum saves (scripts/skips.sh).
+tools_ensure_jq() {
+	command -v jq >/dev/null 2>&1 && return 0
+	echo "tools: jq not found; installing Debian's jq with apt-get" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >&2
 }
 
 # The AsyncAPI 3.0.0 JSON Schema, for gen's TestAsyncAPIOfficialSchema: the npm package that the

@@ -1,12 +1,14 @@
 // Package server controls a throwaway database server for the fault suite: install a datadir in
-// a temp directory, start the server on it (the flags scripts/server.sh uses), stop it cleanly,
-// start it again on the same datadir and port, kill -9 it, and KILL other sessions through an
-// admin connection. It never touches another server: every Server has its own directory,
-// socket and port.
+// a temp directory, start the server on it, stop it cleanly, start it again on the same datadir
+// and port, kill -9 it, and KILL other sessions through an admin connection. It never touches
+// another server: every Server has its own directory, socket and port.
 //
-// Three kinds, as in scripts/server.sh: mariadb-10.11 (Debian 12's mariadbd, run here as user
-// mysql), and mariadb-11.8 and mysql-9.7 (Debian sid's packages, run as root chrooted into a sid
-// root that `sidroot_ensure` builds once per machine). A sid server runs as
+// What a kind needs is scripts/server.sh's alone: the root it runs in (server__root), the
+// datadir's install (server__setup) and the server's command line (server__launch_argv). This
+// package runs those functions with bash and owns the server process: it starts the command,
+// signals it and waits for it.
+//
+// A sid server (mariadb-11.8, mysql-9.7) runs as
 //
 //	unshare -m --propagation private sh -c 'mount -t proc proc ROOT/proc && exec chroot ROOT mysqld ...'
 //
@@ -25,8 +27,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,17 +73,6 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("server: unknown server kind %q (known: %s, %s, %s)", s, MariaDB1011, MariaDB118, MySQL97)
 }
 
-// family is the sid root a kind runs from ("" = this system).
-func (k Kind) family() string {
-	switch k {
-	case MariaDB118:
-		return "mariadb"
-	case MySQL97:
-		return "mysql"
-	}
-	return ""
-}
-
 // IsMySQL says whether the kind is Oracle MySQL rather than MariaDB.
 func (k Kind) IsMySQL() bool { return k == MySQL97 }
 
@@ -95,20 +86,27 @@ func (k Kind) StartTimeout() time.Duration {
 	return 90 * time.Second
 }
 
-// sidRootBase is where scripts/server.sh keeps the sid roots (SIDROOT_BASE there too).
-func sidRootBase() string {
-	if v := os.Getenv("SIDROOT_BASE"); v != "" {
-		return v
-	}
-	return "/var/cache/outboxgen"
+// serverSh is scripts/server.sh, found from this file's place in the repository.
+func serverSh() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "server.sh")
 }
 
-// Root is the directory the kind's server runs chrooted in, or "" for this system.
-func (k Kind) Root() string {
-	if f := k.family(); f != "" {
-		return filepath.Join(sidRootBase(), "sid-"+f)
+// shell runs scripts/server.sh's function fn with args, with the SERVER_* variables it reads
+// set from s (those that are known yet), and returns its standard output.
+func (s *Server) shell(ctx context.Context, fn string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{"-c", `source "$0" && "$@"`, serverSh(), fn}, args...)...)
+	// The suite's own settings, not those of the environment it runs in.
+	cmd.Env = append(os.Environ(), "SERVER_KIND="+string(s.Kind), "SERVER_ROOT="+s.Root, "SERVER_DIR="+s.Dir,
+		"SERVER_PORT="+strconv.Itoa(s.Port), "SERVER_FLUSH="+strconv.Itoa(s.FlushAtCommit),
+		"SERVER_SYNC_BINLOG=0", "SERVER_EXTRA_ARGS=")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("server: scripts/server.sh %s %s: %w\n%s%s", fn, strings.Join(args, " "), err, out, stderr.String())
 	}
-	return ""
+	return out, nil
 }
 
 // Server is one throwaway server. Methods are not safe for concurrent use, except Admin,
@@ -143,7 +141,12 @@ func New(ctx context.Context, k Kind) (*Server, error) {
 	if _, err := ParseKind(string(k)); err != nil {
 		return nil, err
 	}
-	s := &Server{Kind: k, Root: k.Root(), FlushAtCommit: 2}
+	s := &Server{Kind: k, FlushAtCommit: 2}
+	root, err := s.shell(ctx, "server__root", string(k))
+	if err != nil {
+		return nil, err
+	}
+	s.Root = strings.TrimSpace(string(root))
 	if err := s.checkInstalled(); err != nil {
 		return nil, err
 	}
@@ -201,7 +204,7 @@ func (s *Server) checkInstalled() error {
 	}
 	if _, err := os.Stat(filepath.Join(s.Root, ".outboxgen-ready")); err != nil {
 		return fmt.Errorf("server: the sid root for %s is not built at %s; build it once (root, a few minutes) with: "+
-			"bash -c 'source scripts/server.sh && sidroot_ensure %s' (scripts/reliability does this)", s.Kind, s.Root, s.Kind.family())
+			"bash -c 'source scripts/server.sh && server_ensure %s' (scripts/reliability does this)", s.Kind, s.Root, s.Kind)
 	}
 	for _, tool := range []string{"unshare", "chroot", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -227,102 +230,29 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// in is Dir's path as the server sees it: inside the root.
-func (s *Server) in() string {
-	if s.Root == "" {
-		return s.Dir
-	}
-	return "/" + strings.TrimPrefix(strings.TrimPrefix(s.Dir, s.Root), "/")
-}
-
 func (s *Server) sock() string { return filepath.Join(s.Dir, "sock") }
 
-// tmp is the server's own tmpdir. With the default /tmp, a mariadbd starting on this machine
-// deletes the #sql* files it finds there, including those a concurrent mariadb-install-db is
-// using ("Unknown table 'mysql.tmp_proxies_priv'", seen once in CI).
-func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
-
-// command is a command run the way the kind runs: directly, or chrooted into the sid root in a
-// private mount namespace with /proc mounted (mysqld reads it). Every step execs the next, so
-// the returned Cmd's process becomes the final program (see the package comment).
-func (s *Server) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	if s.Root == "" {
-		return exec.CommandContext(ctx, bin(name), args...)
-	}
-	sh := `root=$1; shift; mount -t proc proc "$root/proc" && exec chroot "$root" "$@"`
-	return exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private",
-		"sh", "-c", sh, "sh", s.Root, name}, args...)...)
-}
-
+// install gives Dir a fresh datadir (and what else the kind's server needs there).
 func (s *Server) install(ctx context.Context) error {
-	if err := os.MkdirAll(filepath.Join(s.Dir, "data"), 0o755); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(s.tmp(), 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(s.Dir, 0o755); err != nil {
-		return err
-	}
-	in := s.in()
-	var cmd *exec.Cmd
-	switch s.Kind {
-	case MariaDB1011:
-		if err := chownMySQL(s.Dir); err != nil {
-			return err
-		}
-		cmd = s.command(ctx, "mariadb-install-db", "--no-defaults", "--user=mysql", "--datadir="+in+"/data",
-			"--tmpdir="+in+"/tmp", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
-	case MariaDB118:
-		// --force: the chroot cannot resolve this host's name, which --skip-name-resolve makes moot.
-		cmd = s.command(ctx, "mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+in+"/data",
-			"--tmpdir="+in+"/tmp", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve", "--force")
-	case MySQL97:
-		// mysqld --initialize wants an empty datadir, which MkdirAll left.
-		cmd = s.command(ctx, "mysqld", "--no-defaults", "--initialize-insecure", "--user=root",
-			"--datadir="+in+"/data", "--tmpdir="+in+"/tmp")
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("server: install %s datadir: %v: %w\n%s", s.Kind, cmd.Args, err, out)
-	}
-	return nil
+	_, err := s.shell(ctx, "server__setup")
+	return err
 }
 
-// chownMySQL gives the tree to the mysql user, as mariadbd --user=mysql needs.
-func chownMySQL(dir string) error {
-	u, err := user.Lookup("mysql")
+// launchCommand is the command that runs the server in the foreground on Dir and Port.
+func (s *Server) launchCommand(ctx context.Context) (*exec.Cmd, error) {
+	out, err := s.shell(ctx, "server__launch_argv")
 	if err != nil {
-		return fmt.Errorf("server: user mysql: %w", err)
+		return nil, err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
-}
-
-// launchArgs are scripts/server.sh's server__launch flags for the kind.
-func (s *Server) launchArgs() (string, []string) {
-	in := s.in()
-	common := []string{"--no-defaults", "--datadir=" + in + "/data", "--port=" + strconv.Itoa(s.Port),
-		"--socket=" + in + "/sock", "--bind-address=127.0.0.1", "--tmpdir=" + in + "/tmp",
-		"--pid-file=" + in + "/pid", "--log-error=" + in + "/err.log",
-		"--max-connections=1000", "--innodb-buffer-pool-size=256M",
-		"--innodb-flush-log-at-trx-commit=" + strconv.Itoa(s.FlushAtCommit), "--skip-name-resolve"}
-	switch s.Kind {
-	case MariaDB118:
-		return "mariadbd", append(common, "--user=root")
-	case MySQL97:
-		// It aborts without --secure-file-priv=; X protocol and performance_schema are not used.
-		return "mysqld", append(common, "--user=root", "--mysqlx=OFF", "--secure-file-priv=",
-			"--performance-schema=OFF", "--sync-binlog=0")
-	default:
-		return "mariadbd", append(common, "--user=mysql")
+	argv := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("server: scripts/server.sh server__launch_argv printed no command for %s", s.Kind)
 	}
+	if !strings.Contains(argv[0], "/") {
+		argv[0] = bin(argv[0])
+	}
+	// Not CommandContext: the server outlives ctx, which only bounds the wait.
+	return exec.Command(argv[0], argv[1:]...), nil
 }
 
 // Start launches the server on the existing datadir and port and waits (up to the kind's
@@ -342,9 +272,11 @@ func (s *Server) Start(ctx context.Context) error {
 		logf.Close()
 		return err
 	}
-	name, args := s.launchArgs()
-	// Not CommandContext: the server outlives ctx, which only bounds the wait.
-	cmd := s.command(context.Background(), name, args...)
+	cmd, err := s.launchCommand(ctx)
+	if err != nil {
+		logf.Close()
+		return err
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a ^C on the test does not reach it before Close does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
