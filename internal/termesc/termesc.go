@@ -42,29 +42,18 @@ func keepText(r rune, _ string) bool { return r == '\n' || r == '\t' || !unsafeR
 
 // escapeRune writes r as strconv.Quote would: a named escape, \xNN below U+0080, \uNNNN above.
 func escapeRune(b *strings.Builder, r rune) {
-	switch r {
-	case '\a':
-		b.WriteString(`\a`)
-	case '\b':
-		b.WriteString(`\b`)
-	case '\f':
-		b.WriteString(`\f`)
-	case '\n':
-		b.WriteString(`\n`)
-	case '\r':
-		b.WriteString(`\r`)
-	case '\t':
-		b.WriteString(`\t`)
-	case '\v':
-		b.WriteString(`\v`)
+	switch {
+	case r < 0x20 && named[r] != "":
+		b.WriteString(named[r])
+	case r < 0x80:
+		fmt.Fprintf(b, `\x%02x`, r)
 	default:
-		if r < 0x80 {
-			fmt.Fprintf(b, `\x%02x`, r)
-		} else {
-			fmt.Fprintf(b, `\u%04x`, r)
-		}
+		fmt.Fprintf(b, `\u%04x`, r)
 	}
 }
+
+// named holds the C0 controls strconv.Quote writes by name.
+var named = [0x20]string{'\a': `\a`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\v': `\v`}
 
 // unsafeRune says r is a character a terminal acts on instead of showing: a control character
 // (C0, DEL, C1), or a bidirectional formatting character, which reorders the rest of the line
