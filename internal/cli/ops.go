@@ -3,33 +3,25 @@ package cli
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
-	"unicode/utf8"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/outboxgen/outboxgen/internal/termesc"
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
-	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // The operator subcommands: status, retry, purge, show, migrate, one file each (status.go,
 // retry.go, purge.go, show.go, migrate.go). They run the runtime's own calls (outbox.Stats,
 // ListFailed, Retry, Purge, Inspect, Migrate) and have no SQL of their own, so the CLI and an
 // application's dashboard always agree. This file holds what they share: exit codes, opsCmd
-// (flags, DSN, connection, error lines, the password rule) and the flag values and helpers of
-// more than one command. The generator's subcommands and the dispatcher live in cli.go.
+// (flags, usage, error lines, the password rule). The connection is in ops_db.go, the DSN in
+// ops_dsn.go, printing text from outside in ops_text.go, the shared flag values in
+// ops_flags.go and ops_duration.go. The generator's subcommands and the dispatcher live in
+// cli.go.
 
 // Exit codes of the operator subcommands. 1 is reserved for `status --check` so that a probe
 // can tell "the outbox needs a person" from "the probe itself could not run" (2 and 3).
@@ -158,6 +150,7 @@ func dsnArgs(args []string) []string {
 	return out
 }
 
+// printUsage writes the command's help, its flags and the DSN help to w.
 func (c *opsCmd) printUsage(w io.Writer) {
 	var b bytes.Buffer
 	b.WriteString(c.help)
@@ -167,30 +160,6 @@ func (c *opsCmd) printUsage(w io.Writer) {
 	b.WriteString(dsnHelp)
 	w.Write(b.Bytes())
 }
-
-// clean removes every form of the DSN's password from text that came from outside.
-func (c *opsCmd) clean(s string) string { return scrub(s, c.secrets) }
-
-// line is text from outside made fit for a terminal, as one line or table cell: masked, then
-// every control character escaped.
-func (c *opsCmd) line(s string) string { return termesc.Line(c.clean(s)) }
-
-// text is text from outside made fit for a terminal, as lines of its own (a stack trace, a
-// payload): masked, then every control character but newline and tab escaped.
-func (c *opsCmd) text(s string) string { return termesc.Text(c.clean(s)) }
-
-// cell is a long text from outside (a last_error) for one table cell: masked, cut to width
-// characters (after masking, so that no part of a password survives the cut, and after
-// writing bytes that are not UTF-8 as \xNN, which the cut would turn into U+FFFD), on one line
-// and escaped.
-func (c *opsCmd) cell(s string, width int) string {
-	return termesc.Line(opsOneLine(opsTruncate(utf8esc.Escape(c.clean(s)), width)))
-}
-
-// jsonString is text from the database as a JSON string: masked, and its bytes that are not UTF-8
-// written as \xNN (utf8esc), which encoding/json would turn into U+FFFD, so that two event
-// types that differ only there stay two keys.
-func (c *opsCmd) jsonString(s string) string { return utf8esc.Escape(c.clean(s)) }
 
 // usageErr prints one line and "see --help", and returns opsExitUsage. String and error
 // arguments (flag values, DSN errors) are masked everywhere they hold the password, not only
@@ -224,148 +193,4 @@ func (c *opsCmd) dbErr(what string, err error) int {
 	}
 	fmt.Fprintf(c.errw, "outboxgen %s: %s (database %s): %s\n", c.name, what, c.line(c.dsn.shown), c.line(msg))
 	return opsExitDB
-}
-
-// open resolves the DSN and connects. The pool is small: each command runs a few statements.
-func (c *opsCmd) open(ctx context.Context) (*sql.DB, int, bool) {
-	c.ctx = ctx
-	d, err := resolveDSN(c.dsnArg, c.getenv)
-	if err != nil {
-		return nil, c.usageErr("%v", err), false
-	}
-	c.dsn = d
-	c.secrets = append(c.secrets, d.secrets...)
-	d.cfg.Logger = &c.log
-	connector, err := mysql.NewConnector(d.cfg)
-	if err != nil {
-		return nil, c.usageErr("invalid DSN: %v", err), false
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(4)
-	// The DSN's timeout bounds the whole connect, handshake included: a host that accepts the
-	// TCP connection and then says nothing must not hang the command.
-	pingCtx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
-	defer cancel()
-	if err := db.PingContext(pingCtx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("no answer within %s (the DSN's timeout)", d.cfg.Timeout)
-		}
-		if cerr := db.Close(); cerr != nil {
-			err = fmt.Errorf("%w; closing the pool: %v", err, cerr)
-		}
-		return nil, c.dbErr("cannot connect", err), false
-	}
-	return db, opsExitOK, true
-}
-
-// closeDB closes the pool; an error there is reported, and turns a success into exit 3.
-func (c *opsCmd) closeDB(db *sql.DB, code int) int {
-	for _, m := range c.log.take() {
-		fmt.Fprintf(c.errw, "outboxgen %s: mysql driver: %s\n", c.name, c.line(m))
-	}
-	if err := db.Close(); err != nil {
-		fmt.Fprintf(c.errw, "outboxgen %s: closing the database: %s\n", c.name, c.line(err.Error()))
-		if code == opsExitOK {
-			return opsExitDB
-		}
-	}
-	return code
-}
-
-// opsContext is cancelled by SIGINT/SIGTERM, so a long purge stops between batches.
-func opsContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// ---- flag values and helpers ----
-
-// durationFlag is a flag.Value in parseDurationDays's syntax (Go plus days).
-type durationFlag struct {
-	d   time.Duration
-	set bool
-}
-
-func (f *durationFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return formatAge(f.d)
-}
-
-func (f *durationFlag) Set(s string) error {
-	d, err := parseDurationDays(s)
-	if err != nil {
-		return err
-	}
-	f.d, f.set = d, true
-	return nil
-}
-
-// idsFlag is the repeatable --id.
-type idsFlag []outbox.MessageID
-
-func (f *idsFlag) String() string {
-	parts := make([]string, len(*f))
-	for i, id := range *f {
-		parts[i] = strconv.FormatInt(int64(id), 10)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f *idsFlag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("want a positive message id, got %q", s)
-	}
-	for _, id := range *f {
-		if id == outbox.MessageID(n) {
-			return nil // given twice: one message, so the "did not match" count stays true
-		}
-	}
-	*f = append(*f, outbox.MessageID(n))
-	return nil
-}
-
-// driverLog collects what go-sql-driver/mysql logs (to os.Stderr by default), which is often
-// the real cause behind its "invalid connection" error: a failing command prints it on its one
-// error line, a successful one as lines of their own. Either way cleaned of the password.
-type driverLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-// Print implements mysql.Logger.
-func (l *driverLog) Print(v ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, opsOneLine(fmt.Sprint(v...)))
-}
-
-func (l *driverLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := l.msgs
-	l.msgs = nil
-	return m
-}
-
-// formatTime prints a database time; "-" for one that is not set (a row made FAILED by hand
-// without failed_at).
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func opsTruncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
-}
-
-func opsOneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -95,14 +95,16 @@ func passwordForms(p string) []string {
 	return forms
 }
 
-// scrub masks every form of the password in s. A form shorter than wordSafeLen is left alone
-// where it is part of a longer word (a letter, digit or '_' at its edge continued by another on
-// that side): a short password is often an ordinary word ("outbox", "email"), and masking it
-// everywhere mangled table names and event types in server errors and in status --json
-// ("welcome_*****"), while where a password actually leaks (a DSN's user:password@, a quoted
-// flag value) something delimits it. Longer forms are masked everywhere; they do not collide
-// with names. Longer forms go first, so a short form that is a substring of an escaped one
-// cannot leave the rest behind.
+// scrub masks every form of the password in s.
+//
+// A form shorter than wordSafeLen is left alone where it is part of a longer word: a letter,
+// digit or '_' at its edge, continued by another on that side. A short password is often an
+// ordinary word ("outbox", "email"). Masked everywhere, it would mangle table names and event
+// types in server errors and in status --json ("welcome_*****"). Where a password leaks (a DSN's
+// user:password@, a quoted flag value), something delimits it.
+//
+// Longer forms are masked everywhere: they do not collide with names. They go first, so a
+// short form that is a substring of an escaped one cannot leave the rest behind.
 func scrub(s string, secrets []string) string { return scrubWith(s, secrets, true) }
 
 // scrubAll masks every form of the password wherever it stands: for text that names no

@@ -158,18 +158,24 @@ func (l *Locker) JobStats(name string) JobStats {
 // context is cancelled) and returns nil. It returns an error at once only for an invalid Job
 // (see Job's fields) or an instance name (WithInstance) that the ledger cannot store.
 //
-// Each tick passes three gates: the running flag (a tick arriving while this process's previous
-// run of j still goes is skipped, counted in SkippedRunning and logged; RunJob calls for the same
-// name on one Locker share the flag), the named lock "job:"+j.Name taken with TryDo (held
-// elsewhere: skipped, SkippedHeld), and with OncePerPeriod the ledger, read under the lock
-// (period recorded: skipped, SkippedDone) and written under the lock after Run succeeds. Ticks
-// missed while no instance ran are not made up.
+// Each tick passes three gates:
+//   - The running flag. A tick arriving while this process's previous run of j still goes is
+//     skipped, counted in SkippedRunning and logged. RunJob calls for the same name on one
+//     Locker share the flag.
+//   - The named lock "job:"+j.Name, taken with TryDo. A tick that finds it held elsewhere is
+//     skipped and counted in SkippedHeld.
+//   - With OncePerPeriod, the ledger, read under the lock. A tick whose period is recorded is
+//     skipped and counted in SkippedDone. The period is written under the lock after Run
+//     succeeds.
+//
+// Ticks missed while no instance ran are not made up.
 //
 // A tick that fails is logged and counted in Failed. Two failures are also reported to the
-// Reporter, because a log line alone would let them go unnoticed: a panic in Run
-// (incident.JobPanicked) and a run that succeeded but could not be recorded in the ledger
-// (incident.JobNotRecorded: another instance may run the same period again; if another
-// instance had recorded the period meanwhile, incident.LockLost).
+// Reporter, because a log line alone would let them go unnoticed:
+//   - a panic in Run (incident.JobPanicked);
+//   - a run that succeeded but could not be recorded in the ledger (incident.JobNotRecorded).
+//     Another instance may then run the same period again. When another instance recorded the
+//     period meanwhile, the incident is incident.LockLost.
 func (l *Locker) RunJob(ctx context.Context, j Job) error {
 	if j.Name == "" || len(j.Name) > MaxJobName {
 		return fmt.Errorf("mysqllock: job name must be 1..%d bytes (outbox_job_runs.job is VARBINARY(%d)), got %d",

@@ -166,11 +166,11 @@ func (l *Locker) TryDo(ctx context.Context, name string, fn func(ctx context.Con
 }
 
 // Do is TryDo waiting up to wait for the lock; ran=false with a nil error means the wait ran
-// out. Fractions of a second are honoured on every server: GET_LOCK itself waits the whole
-// seconds (MySQL rounds a fractional timeout), and the rest is polled with GET_LOCK(name, 0)
-// on the same connection every 5 to 50ms, so the lock may be taken up to 50ms after it was
-// freed in that part of the wait. Cancelling ctx abandons the wait (during GET_LOCK the driver
-// closes that connection, so nothing stays queued on the server).
+// out. Fractions of a second are honoured on every server. GET_LOCK itself waits the whole
+// seconds, because MySQL rounds a fractional timeout. The rest is polled with GET_LOCK(name, 0)
+// on the same connection every 5 to 50ms. So in that part of the wait, the lock may be taken up
+// to 50ms after it was freed. Cancelling ctx abandons the wait. During GET_LOCK the driver
+// closes that connection, so nothing stays queued on the server.
 func (l *Locker) Do(ctx context.Context, name string, wait time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
 	if wait < 0 {
 		// MariaDB answers a negative timeout with NULL, MySQL waits forever: refuse both.
@@ -237,10 +237,10 @@ const (
 
 // acquire returns nil, nil when the lock is held elsewhere until wait has passed.
 //
-// GET_LOCK is given whole seconds only: MySQL rounds its timeout (measured on 9.7: 0.4 returns
-// 0 at once, 1.6 waits 2 s), so a fractional timeout would wait too little or too long. Whatever
-// is left after the whole seconds is polled with GET_LOCK(name, 0), on the same connection
-// (a named lock belongs to the session that took it).
+// GET_LOCK is given whole seconds only. MySQL rounds its timeout: 0.4 returns 0 at once, 1.6
+// waits 2 seconds. A fractional timeout would so wait too little or too long. Whatever is left
+// after the whole seconds is polled with GET_LOCK(name, 0), on the same connection: a named lock
+// belongs to the session that took it.
 func (l *Locker) acquire(ctx context.Context, name string, wait time.Duration) (*held, error) {
 	c, err := l.openConn(ctx)
 	if err != nil {

@@ -16,6 +16,3 @@ type alert = health.Problem
 func alerts(s outbox.Snapshot, maxDueAge, maxHeldAge, window time.Duration, failedInWindow int64, clean func(string) string) []alert {
 	return health.Problems(s, health.Limits{MaxDueAge: maxDueAge, MaxHeldAge: maxHeldAge, Window: window}, failedInWindow, clean)
 }
-
-// formatAge prints a duration as the CLI does: 1d2h, 3m12s, 0s.
-func formatAge(d time.Duration) string { return health.FormatAge(d) }

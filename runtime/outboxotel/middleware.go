@@ -127,10 +127,9 @@ func (m *middleware) wrap(next outbox.HandlerFunc) outbox.HandlerFunc {
 
 // finish sets the delivery's own attributes and the outcome in one call, and for an error
 // (err != nil) the attempts the message has, error.type and the status. A sent delivery's span
-// then has eight attributes: the SDK's de-duplication at End allocates nothing up to eight
-// (about a fifth of a sampled span's cost in BenchmarkMiddlewareAndObserver), which is why
-// outboxgen.max_attempts, what a reader of a failed call wants beside the attempt, is not on the
-// sent ones.
+// then has eight attributes. The SDK's de-duplication at End allocates nothing up to eight
+// (BENCHMARKS.md has the cost of a ninth). So outboxgen.max_attempts, what a reader of a failed
+// call wants beside the attempt, is not on the sent ones.
 func finish(span trace.Span, payload json.RawMessage, d outbox.Delivery, out outbox.Outcome, err error, errType attribute.KeyValue) {
 	id := semconv.MessagingMessageID(strconv.FormatInt(int64(d.MessageID), 10))
 	size := semconv.MessagingMessageBodySize(len(payload))
