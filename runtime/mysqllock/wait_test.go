@@ -84,28 +84,41 @@ func TestDoWaitCancelledWhilePolling(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	ln := lockName(d, "busy-poll")
-	rec := &recorder{}
 	holderL := New(d.Open(t), WithWatchdog(0))
-	wdb := d.Open(t)
-	waiter := New(wdb, WithReporter(rec))
 	defer holdLock(t, holderL, ln)()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	ran, err := waiter.Do(ctx, ln, 990*time.Millisecond, func(context.Context) error {
-		t.Error("fn ran without the lock")
-		return nil
-	})
-	if ran || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ran=%v err=%v, want the context's deadline error", ran, err)
-	}
-	if waited := time.Since(start); waited > 900*time.Millisecond {
-		t.Fatalf("Do returned after %v, want soon after the 100ms cancellation, not at the end of the wait", waited)
-	}
-	if len(rec.all()) != 0 {
-		t.Fatalf("incidents %q: the caller's own cancellation is not one", rec.kinds())
-	}
-	if s := wdb.Stats(); s.InUse != 0 || s.OpenConnections != 1 {
-		t.Fatalf("waiter pool %+v: want the connection back in the pool, idle", s)
+	// The cancel lands between two polls almost always; on a loaded machine it can land while a
+	// GET_LOCK(name, 0) is in flight, and the driver then closes that connection, as it must.
+	// The claim under test is the first case, so a run that hit the second is tried again.
+	for try := 1; ; try++ {
+		rec := &recorder{}
+		wdb := d.Open(t)
+		waiter := New(wdb, WithReporter(rec))
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		ran, err := waiter.Do(ctx, ln, 990*time.Millisecond, func(context.Context) error {
+			t.Error("fn ran without the lock")
+			return nil
+		})
+		cancel()
+		if ran || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ran=%v err=%v, want the context's deadline error", ran, err)
+		}
+		if waited := time.Since(start); waited > 900*time.Millisecond {
+			t.Fatalf("Do returned after %v, want soon after the 100ms cancellation, not at the end of the wait", waited)
+		}
+		if len(rec.all()) != 0 {
+			t.Fatalf("incidents %q: the caller's own cancellation is not one", rec.kinds())
+		}
+		s := wdb.Stats()
+		if s.InUse != 0 {
+			t.Fatalf("waiter pool %+v: the connection is still in use", s)
+		}
+		if s.OpenConnections == 1 {
+			return
+		}
+		if try == 5 {
+			t.Fatalf("waiter pool %+v after %d tries: want the connection back in the pool, idle", s, try)
+		}
+		t.Logf("try %d: the cancel landed inside a poll and the connection was closed; again", try)
 	}
 }
