@@ -13,13 +13,14 @@ ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1);
 -- name: OrderingKeyLock :many
 -- The key's named lock, held by the session only while OrderingNext runs. Its name is a hash of
 -- the database and the key (60 lowercase ASCII characters, under MySQL's limit of 64), so that
--- keys and databases do not share one. It waits at most 1 second (a whole number: see
+-- keys and databases do not share one. The hash is of bytes: DATABASE() is utf8mb3 text, which a
+-- key beyond the BMP (an emoji) cannot join as text. It waits at most 1 second (a whole number: see
 -- locks.sql). 1 = acquired, 0 = another session held it throughout, -1 = NULL: the server
 -- failed the call. (Typed as in locks.sql.)
-SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', sqlc.arg(ordering_key)), 256), 46)), 1), -1) AS SIGNED) AS acquired;
+SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), x'2f', sqlc.arg(ordering_key)), 256), 46)), 1), -1) AS SIGNED) AS acquired;
 
 -- name: OrderingKeyUnlock :exec
-SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', sqlc.arg(ordering_key)), 256), 46)));
+SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), x'2f', sqlc.arg(ordering_key)), 256), 46)));
 
 -- name: OrderingQueueInsert :exec
 INSERT INTO outbox_ordering_queue (ordering_key, seq, message_id)

@@ -13,11 +13,11 @@ import (
 )
 
 // TestConnectionCharsetKeepsBytes runs the whole path (enqueue, claim, handler, result, Inspect,
-// ListFailed) on pools whose DSN names a charset narrower than utf8mb4. The server converts text
+// ListFailed) on pools whose DSN names a charset narrower than utf8mb4 (and utf8mb4 itself). The server converts text
 // columns of a result set to the connection's charset, which turns an emoji into '?': every read
 // of payload, headers and last_error must come back byte for byte all the same.
 func TestConnectionCharsetKeepsBytes(t *testing.T) {
-	for _, cs := range []string{"utf8", "utf8mb3", "latin1", "ascii", "utf8&interpolateParams=true"} {
+	for _, cs := range []string{"utf8", "utf8mb3", "latin1", "ascii", "utf8&interpolateParams=true", "utf8mb4"} {
 		t.Run(cs, func(t *testing.T) {
 			d := migrated(t)
 			db, err := sql.Open("mysql", d.DSN+"&charset="+cs)
@@ -29,8 +29,8 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 			if err := db.QueryRow("SELECT @@character_set_results").Scan(&got); err != nil {
 				t.Fatal(err)
 			}
-			if strings.HasPrefix(got, "utf8mb4") {
-				t.Fatalf("character_set_results is %s: the DSN's charset did not take", got)
+			if strings.HasPrefix(got, "utf8mb4") != (cs == "utf8mb4") {
+				t.Fatalf("character_set_results is %s: the DSN's charset %s did not take", got, cs)
 			}
 			ctx := context.Background()
 			small := []byte(`{"e":"😀","s":"日本語 ünï"}`)

@@ -69,12 +69,13 @@ func (q *Queries) OrderingHeldKeys(ctx context.Context, db DBTX, limit int32) ([
 }
 
 const orderingKeyLock = `-- name: OrderingKeyLock :many
-SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)), 1), -1) AS SIGNED) AS acquired
+SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), x'2f', ?), 256), 46)), 1), -1) AS SIGNED) AS acquired
 `
 
 // The key's named lock, held by the session only while OrderingNext runs. Its name is a hash of
 // the database and the key (60 lowercase ASCII characters, under MySQL's limit of 64), so that
-// keys and databases do not share one. It waits at most 1 second (a whole number: see
+// keys and databases do not share one. The hash is of bytes: DATABASE() is utf8mb3 text, which a
+// key beyond the BMP (an emoji) cannot join as text. It waits at most 1 second (a whole number: see
 // locks.sql). 1 = acquired, 0 = another session held it throughout, -1 = NULL: the server
 // failed the call. (Typed as in locks.sql.)
 func (q *Queries) OrderingKeyLock(ctx context.Context, db DBTX, orderingKey interface{}) ([]int64, error) {
@@ -101,7 +102,7 @@ func (q *Queries) OrderingKeyLock(ctx context.Context, db DBTX, orderingKey inte
 }
 
 const orderingKeyUnlock = `-- name: OrderingKeyUnlock :exec
-SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)))
+SELECT RELEASE_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), x'2f', ?), 256), 46)))
 `
 
 func (q *Queries) OrderingKeyUnlock(ctx context.Context, db DBTX, orderingKey interface{}) error {
