@@ -75,21 +75,6 @@ type Snapshot struct {
 	Broken []BrokenKey
 }
 
-// HeldKey is one held ordering key (Snapshot.Held).
-type HeldKey struct {
-	// OrderingKey is the key (group-prefixed, as generated code builds it).
-	OrderingKey string
-	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
-	// HeadEventType its event type (the key's group can span several types).
-	Head          MessageID
-	HeadStatus    Status
-	HeadEventType string
-	// Waiting is how many messages of the key wait behind the head.
-	Waiting int64
-	// For is how long the first of them has waited since it was enqueued.
-	For time.Duration
-}
-
 // MaxHeldListed bounds Snapshot.Held (HeldKeys counts them all) and Snapshot.Broken.
 const MaxHeldListed = 100
 
