@@ -1,6 +1,6 @@
 //go:build reliability
 
-// Package reliability is the fault suite (issue 7): real worker processes (cmd/relworker)
+// Package reliability is the fault suite: real worker processes (cmd/relworker)
 // against a server of its own (MariaDB 10.11, MariaDB 11.8 or MySQL 9.7: OUTBOX_REL_SERVER,
 // default mariadb-10.11), which it stops, restarts and kills. Run it with scripts/reliability
 // [--server KIND]; it is build-tagged so `go test ./...` never runs it beside the other

@@ -13,8 +13,8 @@ import (
 )
 
 // settleTimeout bounds the drain after the faults stop. The soak's longer fault phases leave a
-// backlog of tens of thousands of messages (enqueuers keep full speed while the faults slow
-// the workers), which drains at a few hundred per second on a loaded 2-core machine.
+// large backlog, because enqueuers keep full speed while the faults slow the workers. A loaded
+// machine drains it slowly, so the soak waits longer.
 var settleTimeout = func() time.Duration {
 	if soak {
 		return 10 * time.Minute

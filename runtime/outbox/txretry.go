@@ -15,11 +15,10 @@ import (
 // every enqueue would wait for it (docs/design.md, "The claim": the same reason the claim runs
 // READ COMMITTED).
 //
-// A transaction InnoDB chose as a deadlock victim (error 1213) was rolled back whole, and
-// running it again is the documented response: it runs up to maxDeadlockTries times before the
-// error is returned. A reclaim meets one now and then against claims and result writes that lock
-// the same rows in the other order (seen in the bench's smoke run on MySQL 9.7); without the
-// retry every one logged "outbox reclaim failed" at error level.
+// InnoDB rolls a deadlock victim (error 1213) back whole. Running it again is the documented
+// response, so execReadCommitted runs it up to maxDeadlockTries times before returning the error.
+// A reclaim can meet such a deadlock against claims and result writes that lock the same rows in
+// the other order. The retry keeps that ordinary conflict out of the error-level log.
 func execReadCommitted(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (int64, error)) (n int64, err error) {
 	for try := 1; ; try++ {
 		n, err = execReadCommittedOnce(ctx, db, fn)
