@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// checkBinlog refuses a server on which the worker's READ COMMITTED writes fail: with the binary
-// log on, binlog_format=STATEMENT rejects them (error 1665), which would otherwise show up only
-// as every claim failing.
+// checkBinlog refuses a server on which the worker's READ COMMITTED writes fail. With the binary
+// log on, binlog_format=STATEMENT rejects them (error 1665). Without the check, that would show
+// only as every claim failing.
 func checkBinlog(ctx context.Context, db DBTX) error {
 	b, err := q.ServerBinlog(ctx, sdb(db))
 	if err != nil {
@@ -23,7 +23,7 @@ func checkBinlog(ctx context.Context, db DBTX) error {
 }
 
 // checkClock verifies the DSN settings the runtime relies on by scanning the database clock
-// into a time.Time: without parseTime=true the driver hands back bytes and the scan fails; with
+// into a time.Time. Without parseTime=true the driver hands back bytes and the scan fails. With
 // a loc other than UTC the driver labels UTC wall times with another zone, which would shift
 // every time the runtime reads.
 func checkClock(ctx context.Context, db DBTX) error {

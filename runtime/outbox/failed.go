@@ -131,15 +131,15 @@ func ListFailed(ctx context.Context, db DBTX, f Filter, limit int) ([]FailedMess
 // retryBatch is how many rows one Retry statement moves.
 const retryBatch = 1000
 
-// Retry returns the FAILED messages matching f to PENDING, due now, with attempts reset to 0
-// (a fresh budget of MaxAttempts); last_error is kept as history. It returns the number of rows
-// changed, or with f.DryRun the number it would change, changing nothing. Workers pick the
-// rows up at their next poll.
+// Retry returns the FAILED messages matching f to PENDING, due now. Their attempts reset to 0,
+// a fresh budget of MaxAttempts. Their last_error stays. Retry returns the number of rows
+// changed. With f.DryRun it returns the number it would change, and changes nothing. Workers
+// pick the rows up at their next poll.
 //
-// It moves retryBatch rows per statement until none is left or ctx is done; on a *sql.DB each
-// batch is its own READ COMMITTED transaction, so a large retry never holds many locks for long
-// and a cancelled one rolls back its current batch. On a *sql.Tx or *sql.Conn the batches run
-// there, as they are. After an error, the count is what earlier batches moved.
+// Retry moves retryBatch rows per statement until none is left or ctx is done. On a *sql.DB
+// each batch is its own READ COMMITTED transaction: a large retry never holds many locks for
+// long, and a cancelled one rolls back only its current batch. On a *sql.Tx or *sql.Conn the
+// batches run there, as they are. After an error, the count is what earlier batches moved.
 func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 	a, err := f.args(ctx, db)
 	if err != nil {

@@ -34,10 +34,10 @@ type PurgeFilter struct {
 // maxPurgeIDs bounds PurgeFilter.IDs: one DELETE takes them all.
 const maxPurgeIDs = 10000
 
-// Purge deletes SENT or FAILED rows older than f.OlderThan (or exactly f.IDs), in batches of
-// f.BatchSize (each its own short statement), until none is left or ctx is done. It returns
-// the number deleted, also when it stops early with an error; with f.DryRun, the number it
-// would delete.
+// Purge deletes SENT or FAILED rows older than f.OlderThan, or exactly f.IDs. It deletes in
+// batches of f.BatchSize, each its own short statement, until none is left or ctx is done. It
+// returns the number deleted, also when it stops early with an error. With f.DryRun it returns
+// the number it would delete.
 func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if db == nil {
 		return 0, errors.New("outbox: Purge: nil db")
@@ -107,9 +107,9 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 }
 
 // purgeIDs deletes exactly f.IDs that have f.Status, f.BatchSize ids per READ COMMITTED
-// transaction: lock them by primary key, then delete what was locked. In a transaction, a
-// Ctrl-C (ctx cancelled) before COMMIT rolls the batch back instead of letting the server
-// finish a statement the client gave up on.
+// transaction. Each transaction locks its ids by primary key, then deletes what it locked. A
+// Ctrl-C (ctx cancelled) before COMMIT rolls the batch back. Without the transaction the server
+// would finish a statement the client gave up on.
 func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	st := store.OutboxMessagesStatus(f.Status)
 	var total int64

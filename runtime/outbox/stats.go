@@ -78,9 +78,10 @@ type Snapshot struct {
 // MaxHeldListed bounds Snapshot.Held (HeldKeys counts them all) and Snapshot.Broken.
 const MaxHeldListed = 100
 
-// Stats counts the table's PENDING, PROCESSING and FAILED rows by event type, with due-now,
-// stale and stuck computed from each row's own lease, so it needs no worker configuration and
-// any process (or `outboxgen status`) sees the same numbers. One query, on the database clock.
+// Stats counts the table's PENDING, PROCESSING and FAILED rows by event type. Due-now, stale
+// and stuck come from each row's own lease, so Stats needs no worker configuration. Any process
+// (or `outboxgen status`) therefore sees the same numbers. The counts are one query, on the
+// database clock.
 func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	rows, err := q.MessageStatsByType(ctx, sdb(db))
 	if err != nil {
