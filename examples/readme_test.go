@@ -213,9 +213,9 @@ func TestReadmeLinksResolve(t *testing.T) {
 	}
 }
 
-// What a newcomer needs that the snippets once left out: the driver import and sql.Open in the
-// README, a section (in docs/catalog-contract.md) on changing events.yaml while rows are pending
-// that points to the breaking check, and a demo whose last words say the FAILED row was the
+// The docs hold what a newcomer needs beyond the snippets. The README shows the driver import
+// and sql.Open. docs/catalog-contract.md has a section on changing events.yaml while rows are
+// pending, which points to the breaking check. The demo's last words say the FAILED row was the
 // point.
 func TestReadmeAndDemoNewcomerNotes(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))

@@ -40,7 +40,7 @@ INSERT INTO outbox_messages (
 -- name: MessageInsertNow :execlastid
 -- MessageInsert for the usual message: no ordering key, no delay. Only the columns without a
 -- default, and no delay arithmetic: each expression the server evaluates shows in the enqueue's
--- cost (bench/cmd/w1cost --spellings: about 30 µs of a ~150 µs enqueue on both servers).
+-- cost (bench/cmd/w1cost --spellings; BENCHMARKS.md).
 INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
 ) VALUES (
@@ -96,8 +96,8 @@ LIMIT ?;
 -- Step 2, same transaction: lock up to n of the candidates by primary key, skipping rows another
 -- claimer holds, and recheck under the lock that each is still PENDING, due and of our types
 -- (a locking read sees the latest committed row). Locking through the primary key is what makes
--- this cheap: a locking read through the claim index cost 3.8 ms for 100 rows against 1.7 ms for
--- both steps (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
+-- this cheap: a locking read through the claim index costs about twice both steps together
+-- (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
 -- ids it already holds.
 SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
        attempts, max_attempts, created_at, next_attempt_at

@@ -52,8 +52,8 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     -- stale/stuck counts (PROCESSING rows are the few in flight), Purge (SENT, FAILED) and the
     -- FAILED listings. It is deliberately the only index with status in it: an index entry
     -- changes whenever its columns do, so every status-prefixed index costs a delete-mark and an
-    -- insert on every claim and every result. Dropping three of them (reclaim_after, sent_at,
-    -- failed_at) made a drain about 20% faster (BenchmarkDrain; BENCHMARKS.md).
+    -- insert on every claim and every result. One status-prefixed index instead of four
+    -- makes a drain faster (BenchmarkDrain; BENCHMARKS.md).
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people: "was the message for this key sent?" Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)

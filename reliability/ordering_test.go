@@ -367,10 +367,8 @@ func TestSuiteCatchesDisorder(t *testing.T) {
 // of w1's traffic) past the lease. Meanwhile w2 reclaims the head, handles it and the key's
 // next message. When the answer finally reaches w1, its claim is older than the lease: the
 // worker must not call the handler for it (the row is no longer its own; for an ordered row,
-// the key has moved on), yet it does when a dispatch slot is free at once.
-//
-// It failed on every server until the worker checked the claim's age on both dispatch paths
-// (RELIABILITY.md, Findings); now it runs in every suite run.
+// the key has moved on), even when a dispatch slot is free at once. The worker checks the
+// claim's age on both dispatch paths for this (RELIABILITY.md, Findings).
 func TestOrderingClaimAnsweredAfterLease(t *testing.T) {
 	e := newEnv(t, "ordering_late_claim")
 	keys := e.setupOrdering(1)

@@ -31,7 +31,7 @@ type Config struct {
 	PollInterval time.Duration
 	// MinPollInterval is the wait between claims while messages keep arriving: the delivery
 	// latency across processes under steady traffic is about this much, at about one claim per
-	// MinPollInterval (at 300 messages/s, one claim per 6 messages). It also spaces out claims
+	// MinPollInterval. It also spaces out claims
 	// that Wake triggers: wakes within wakeCoalesce of the last claim share the next one. Lower
 	// it for latency, raise it for fewer claims. Defaults to 20ms (at most PollInterval).
 	MinPollInterval time.Duration
@@ -87,8 +87,8 @@ const (
 	slotGather = 2 * time.Millisecond
 	// prefetchHorizon bounds how long a claimed row should wait for a dispatch slot: a claim
 	// may take the rows the slots are expected to start within it, judged by recent handler
-	// durations. A claim costs about the same for 1 row as for 100, so with fast handlers this
-	// is what makes claims large; with slow handlers it is 0 and claims follow free slots.
+	// durations. A claim costs about as much for one row as for a full batch
+	// (BENCHMARKS.md). With fast handlers this is what makes claims large; with slow handlers it is 0 and claims follow free slots.
 	prefetchHorizon = 50 * time.Millisecond
 	// handlerEWMAWeight is the weight of the newest handler duration in the running average.
 	handlerEWMAWeight = 0.2

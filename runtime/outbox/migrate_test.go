@@ -137,3 +137,35 @@ func TestMigrateErrorIsOneLine(t *testing.T) {
 		t.Fatalf("Migrate with no database selected: err = %q, want one line \"outbox: Migrate: CREATE TABLE outbox_messages: ... No database selected\"", err)
 	}
 }
+
+// Migrate names each column whose type or collation is wrong in a table that claims to be
+// current, rather than letting keys compare case-blind.
+func TestMigrateChecksTypesAndCollations(t *testing.T) {
+	t.Parallel()
+	d := testdb.Migrated(t)
+	d.MustExec(t, "ALTER TABLE outbox_inbox MODIFY idem_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL")
+	d.MustExec(t, "ALTER TABLE outbox_messages MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL")
+	err := Migrate(context.Background(), d.DB)
+	for _, want := range []string{
+		"column outbox_inbox.idem_key is varchar(191) collate utf8mb4_general_ci, want varbinary(764)",
+		"column outbox_messages.payload has collation utf8mb4_general_ci, want utf8mb4_bin",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Migrate over altered columns: err = %v\nwant it to contain %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "\n") {
+		t.Errorf("Migrate's error spans lines: %q", err)
+	}
+}
+
+// A table from a newer outboxgen is not downgraded or touched.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	d := testdb.Migrated(t)
+	d.MustExec(t, "ALTER TABLE outbox_messages COMMENT = 'outboxgen schema 99'")
+	err := Migrate(context.Background(), d.DB)
+	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 4") {
+		t.Errorf("Migrate over a newer table: err = %v", err)
+	}
+}

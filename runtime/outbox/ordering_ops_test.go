@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Issue 14's "Reclaim, fences, Retry and Purge keep working for ordered rows", the two paths
-// ordering_test.go does not take: a purge by filter (not by id) and a refused result write.
+// Reclaim, fences, Retry and Purge keep working for ordered rows. These tests take the two paths
+// that ordering_test.go does not: a purge by filter (not by id) and a refused result write.
 
 // enqueueOrderedN commits one ordered message {"key": key, "n": n} with maxAttempts.
 func enqueueOrderedN(t *testing.T, db *sql.DB, eventType, key string, n int64, maxAttempts int, opts ...EnqueueOption) MessageID {

@@ -1,5 +1,5 @@
-// The seq of an ordered message: the next number of its key's counter, taken on the enqueuing
-// transaction so that one key's seqs follow the order in which their transactions commit.
+// Ordering keys: the seq an ordered message takes on its enqueuing transaction, and the held
+// keys that Stats reports. Broken keys and their repair are in broken.go.
 
 package outbox
 
@@ -59,4 +59,19 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 		}()
 	}
 	return q.OrderingNext(ctx, inlineExec{sdb(tx)}, key)
+}
+
+// HeldKey is one held ordering key (Snapshot.Held).
+type HeldKey struct {
+	// OrderingKey is the key (group-prefixed, as generated code builds it).
+	OrderingKey string
+	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
+	// HeadEventType its event type (the key's group can span several types).
+	Head          MessageID
+	HeadStatus    Status
+	HeadEventType string
+	// Waiting is how many messages of the key wait behind the head.
+	Waiting int64
+	// For is how long the first of them has waited since it was enqueued.
+	For time.Duration
 }
