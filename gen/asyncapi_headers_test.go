@@ -14,29 +14,7 @@ import (
 // runtime/outboxkafka: the message's own, then the outbox- metadata) against a message's
 // headers schema, and headers the relays never send against it.
 func TestAsyncAPIHeaders(t *testing.T) {
-	m, err := parse("events.yaml", []byte("version: 1\npackage: p\nevents:\n  order_placed: {fields: {order_id: string}, idempotency_key: [order_id]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := emitAsyncAPI(m, "events.yaml", DefaultAddressPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := yaml.Unmarshal(doc, &v); err != nil {
-		t.Fatal(err)
-	}
-	js, _ := json.Marshal(v)
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft7)
-	c.AssertFormat()
-	if err := c.AddResource("file:///asyncapi.json", inst); err != nil {
-		t.Fatal(err)
-	}
+	c := asyncAPISchemas(t, "version: 1\npackage: p\nevents:\n  order_placed: {fields: {order_id: string}, idempotency_key: [order_id]}\n")
 	s, err := c.Compile("file:///asyncapi.json#/components/messages/order_placed/headers")
 	if err != nil {
 		t.Fatal(err)
@@ -78,28 +56,7 @@ func TestAsyncAPIHeaders(t *testing.T) {
 // TestAsyncAPIOrderingKeyHeader: an ordered event's headers schema describes the
 // outbox-ordering-key header the relays send, with its group; an unordered event's does not.
 func TestAsyncAPIOrderingKeyHeader(t *testing.T) {
-	m, err := parse("events.yaml", []byte("version: 1\npackage: p\nevents:\n  order.paid: {fields: {order_id: string}, ordering_key: [order_id], ordering_group: shop.orders}\n  note_added: {fields: {text: string}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := emitAsyncAPI(m, "events.yaml", DefaultAddressPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := yaml.Unmarshal(doc, &v); err != nil {
-		t.Fatal(err)
-	}
-	js, _ := json.Marshal(v)
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft7)
-	if err := c.AddResource("file:///asyncapi.json", inst); err != nil {
-		t.Fatal(err)
-	}
+	c := asyncAPISchemas(t, "version: 1\npackage: p\nevents:\n  order.paid: {fields: {order_id: string}, ordering_key: [order_id], ordering_group: shop.orders}\n  note_added: {fields: {text: string}}\n")
 	s, err := c.Compile("file:///asyncapi.json#/components/messages/order.paid/headers/properties/outbox-ordering-key")
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +78,34 @@ func TestAsyncAPIOrderingKeyHeader(t *testing.T) {
 	if _, err := c.Compile("file:///asyncapi.json#/components/messages/note_added/headers/properties/outbox-ordering-key"); err == nil {
 		t.Error("an unordered event's headers list outbox-ordering-key")
 	}
+}
+
+// asyncAPISchemas compiles schemas out of the AsyncAPI document of catalog, which the compiler
+// holds as file:///asyncapi.json. Formats are asserted.
+func asyncAPISchemas(t *testing.T, catalog string) *jsonschema.Compiler {
+	t.Helper()
+	m, err := parse("events.yaml", []byte(catalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := emitAsyncAPI(m, "events.yaml", DefaultAddressPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := yaml.Unmarshal(doc, &v); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(v)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft7)
+	c.AssertFormat()
+	if err := c.AddResource("file:///asyncapi.json", inst); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -96,15 +96,8 @@ func (g *emitter) genEnum(t *namedType) {
 	g.f.Line()
 }
 
-func orList(vals []string) string {
-	switch len(vals) {
-	case 1:
-		return vals[0]
-	case 2:
-		return vals[0] + " or " + vals[1]
-	}
-	return strings.Join(vals[:len(vals)-1], ", ") + " or " + vals[len(vals)-1]
-}
+// orList joins vals as a sentence does: "a", "a or b", "a, b or c".
+func orList(vals []string) string { return joinList(vals, "or") }
 
 // genPayload declares an event's payload struct and its EventType, IdempotencyKey, Validate
 // and (when it holds times) MarshalJSON methods.

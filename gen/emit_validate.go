@@ -165,12 +165,13 @@ func hasString(t *goType, seen map[*namedType]bool) bool {
 	return false
 }
 
-func andList(items []string) string {
-	switch len(items) {
-	case 1:
-		return items[0]
-	case 2:
-		return items[0] + " and " + items[1]
+// andList joins items as a sentence does: "a", "a and b", "a, b and c".
+func andList(items []string) string { return joinList(items, "and") }
+
+// joinList joins items with commas, and conj before the last.
+func joinList(items []string, conj string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
 	}
-	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+	return strings.Join(items[:len(items)-1], ", ") + " " + conj + " " + items[len(items)-1]
 }
