@@ -7,12 +7,10 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // A {go:} key field is written into the idempotency key as string(value), which compiles only
@@ -253,9 +251,9 @@ func readModules(catalogDir string) []modDir {
 		vendored := isDir(filepath.Join(root, "vendor")) && fileExists(filepath.Join(root, "vendor", "modules.txt"))
 		for _, req := range mf.requires {
 			if vendored {
-				add(req.path, filepath.Join(root, "vendor", filepath.FromSlash(req.path)))
-			} else if cache != "" {
-				add(req.path, filepath.Join(cache, escapeModPath(req.path)+"@"+escapeModPath(req.version)))
+				add(req.Path, filepath.Join(root, "vendor", filepath.FromSlash(req.Path)))
+			} else if d := cacheDir(cache, req); d != "" {
+				add(req.Path, d)
 			}
 		}
 	}
@@ -266,133 +264,4 @@ func readModules(catalogDir string) []modDir {
 func fileExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir()
-}
-
-// goWork returns the go.work that applies to dir: $GOWORK, or the nearest one above; "" when
-// GOWORK=off or there is none.
-func goWork(dir string) string {
-	switch w := os.Getenv("GOWORK"); w {
-	case "off":
-		return ""
-	case "":
-		return findUp(dir, "go.work")
-	default:
-		return w
-	}
-}
-
-// modCache is the module cache: $GOMODCACHE, else the first GOPATH entry's pkg/mod.
-func modCache() string {
-	if c := os.Getenv("GOMODCACHE"); c != "" {
-		return c
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		gopath = build.Default.GOPATH
-	}
-	if first := filepath.SplitList(gopath); len(first) > 0 && first[0] != "" {
-		return filepath.Join(first[0], "pkg", "mod")
-	}
-	return ""
-}
-
-// escapeModPath writes a module path or version as the module cache names it: an upper-case
-// letter becomes '!' and the letter in lower case.
-func escapeModPath(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsUpper(r) {
-			b.WriteByte('!')
-			b.WriteRune(unicode.ToLower(r))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-type modFile struct {
-	module   string
-	requires []modRequire
-	replaces []modReplace
-	uses     []string
-}
-
-type modRequire struct{ path, version string }
-
-// modReplace is "old [version] => new [version]"; new is a directory when it has no version.
-type modReplace struct{ old, new, newVersion string }
-
-// dir is where the replacement's source is: a directory relative to base, or the module cache.
-func (r modReplace) dir(base, cache string) string {
-	if r.newVersion == "" {
-		if filepath.IsAbs(r.new) {
-			return r.new
-		}
-		return filepath.Join(base, filepath.FromSlash(r.new))
-	}
-	if cache == "" {
-		return ""
-	}
-	return filepath.Join(cache, escapeModPath(r.new)+"@"+escapeModPath(r.newVersion))
-}
-
-// readModFile reads the lines of a go.mod or go.work that say where modules are: module,
-// require, replace and use, in their single-line and block forms. It is not a full parser (no
-// go command runs here); an unreadable file says nothing.
-func readModFile(p string) modFile {
-	var mf modFile
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return mf
-	}
-	block := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		line, _, _ = strings.Cut(line, "//")
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 0:
-			continue
-		case block != "" && f[0] == ")":
-			block = ""
-			continue
-		case block != "":
-			f = append([]string{block}, f...)
-		case len(f) == 2 && f[1] == "(":
-			block = f[0]
-			continue
-		}
-		for i := range f {
-			f[i] = strings.Trim(f[i], "\"`")
-		}
-		switch {
-		case f[0] == "module" && len(f) >= 2:
-			mf.module = f[1]
-		case f[0] == "require" && len(f) >= 3:
-			mf.requires = append(mf.requires, modRequire{f[1], f[2]})
-		case f[0] == "use" && len(f) >= 2:
-			mf.uses = append(mf.uses, filepath.FromSlash(f[1]))
-		case f[0] == "replace":
-			args := f[1:]
-			arrow := -1
-			for i, a := range args {
-				if a == "=>" {
-					arrow = i
-				}
-			}
-			if arrow < 1 || arrow+1 >= len(args) {
-				continue
-			}
-			r := modReplace{old: args[0], new: args[arrow+1]}
-			if arrow+2 < len(args) {
-				r.newVersion = args[arrow+2]
-			}
-			// A local replacement starts with ./ or ../ or is absolute; anything else names a module.
-			if r.newVersion == "" && !(strings.HasPrefix(r.new, "./") || strings.HasPrefix(r.new, "../") || filepath.IsAbs(r.new) || path.IsAbs(r.new)) {
-				continue
-			}
-			mf.replaces = append(mf.replaces, r)
-		}
-	}
-	return mf
 }

@@ -112,7 +112,7 @@ func knownModules(dir string) []string {
 	}
 	var mods []string
 	if gomod := findUp(dir, "go.mod"); gomod != "" {
-		mods, _ = modFileNames(gomod)
+		mods = readModFile(gomod).names()
 	}
 	works := []string{os.Getenv("GOWORK")}
 	if works[0] == "off" {
@@ -123,69 +123,14 @@ func knownModules(dir string) []string {
 		if work == "" {
 			continue
 		}
-		names, uses := modFileNames(work)
-		mods = append(mods, names...)
-		for _, use := range uses {
+		wf := readModFile(work)
+		mods = append(mods, wf.names()...)
+		for _, use := range wf.uses {
 			if !filepath.IsAbs(use) {
 				use = filepath.Join(filepath.Dir(work), use)
 			}
-			names, _ := modFileNames(filepath.Join(use, "go.mod"))
-			mods = append(mods, names...)
+			mods = append(mods, readModFile(filepath.Join(use, "go.mod")).names()...)
 		}
 	}
 	return mods
-}
-
-// findUp returns the path of the file name in dir or its nearest parent that has one, or "".
-func findUp(dir, name string) string {
-	for {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-// modFileNames reads a go.mod or go.work and returns the module paths of its module, require
-// and replace lines (the path replaced), and the directories of its use lines. It reads the
-// line syntax only, both the single-line and the block ( ... ) forms; an unreadable file
-// names nothing.
-func modFileNames(path string) (modules, uses []string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil
-	}
-	block := "" // the verb of the ( ... ) block the line is in
-	for _, line := range strings.Split(string(data), "\n") {
-		line, _, _ = strings.Cut(line, "//")
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 0:
-			continue
-		case block != "" && f[0] == ")":
-			block = ""
-			continue
-		case block != "":
-			f = append([]string{block}, f...)
-		case len(f) == 2 && f[1] == "(":
-			block = f[0]
-			continue
-		}
-		if len(f) < 2 {
-			continue
-		}
-		arg := strings.Trim(f[1], "\"`")
-		switch f[0] {
-		case "module", "require", "replace":
-			modules = append(modules, arg)
-		case "use":
-			uses = append(uses, filepath.FromSlash(arg))
-		}
-	}
-	return modules, uses
 }
