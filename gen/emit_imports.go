@@ -2,10 +2,9 @@ package gen
 
 import (
 	"fmt"
+	"go/format"
 	"sort"
 	"strings"
-
-	"golang.org/x/tools/imports"
 )
 
 // generatedImportPaths maps the package names the generated code uses to their paths.
@@ -68,10 +67,35 @@ func goImportPaths(m *file) []string {
 	return out
 }
 
-// groupImports formats the generated file by goimports' rules: the standard library first, and
-// other imports after a blank line. Jennifer sorts every import into one group.
+// groupImports puts the standard library first and other imports after a blank line, as
+// goimports does (jennifer sorts them into one group).
 func groupImports(src []byte) ([]byte, error) {
-	out, err := imports.Process("", src, &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
+	s := string(src)
+	start := strings.Index(s, "\nimport (\n")
+	if start < 0 {
+		return src, nil
+	}
+	start += len("\nimport (\n")
+	end := strings.Index(s[start:], "\n)\n")
+	if end < 0 {
+		return src, nil
+	}
+	var std, other []string
+	for _, line := range strings.Split(s[start:start+end], "\n") {
+		spec := strings.TrimSpace(line)
+		path := spec[strings.Index(spec, `"`)+1:]
+		if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+			other = append(other, "\t"+spec)
+		} else {
+			std = append(std, "\t"+spec)
+		}
+	}
+	block := strings.Join(std, "\n")
+	if len(std) > 0 && len(other) > 0 {
+		block += "\n\n"
+	}
+	block += strings.Join(other, "\n")
+	out, err := format.Source([]byte(s[:start] + block + s[start+end:]))
 	if err != nil {
 		return nil, fmt.Errorf("format generated code: %w", err)
 	}
