@@ -1,6 +1,6 @@
 // Headers: string metadata that travels with a message (a trace context, a tenant, a request
-// id), and the two hooks that let an integration (runtime/outboxotel) add headers at enqueue and
-// wrap every handler call, so the core imports no tracing library.
+// id), and the enqueue hooks that let an integration (runtime/outboxotel) add headers, so that
+// the core imports no tracing library.
 
 package outbox
 
@@ -62,12 +62,6 @@ func AddEnqueueHook(h EnqueueHook) {
 	defer hooksMu.Unlock()
 	enqueueHooks = append(enqueueHooks, h)
 }
-
-// Middleware wraps every handler call of a Worker (Config.Middleware): tracing, metrics, a
-// tenant's context. It sees the payload, the Delivery (headers included) and the handler's
-// error, and must return the error it was given (or one that wraps it) unless it means to change
-// the outcome.
-type Middleware func(next HandlerFunc) HandlerFunc
 
 // headersOf merges the hooks' headers and the options' and checks them; nil when there are none.
 func headersOf(ctx context.Context, eventType string, given map[string]string) (map[string]string, error) {
