@@ -215,7 +215,7 @@ func enqueueOwnTx(ctx context.Context, h DBTX, m Message, o enqueueOptions, hdr 
 
 // enqueueOn writes m on tx, a transaction or a handle on which m takes a single statement.
 func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr string) (MessageID, error) {
-	if h := handoffFor(tx); h != nil {
+	if h := running.handoffFor(tx); h != nil {
 		if m.OrderingKey == "" && o.delay == 0 {
 			id, handed, err := h.enqueue(ctx, tx.(*sql.Tx), m, hdr)
 			if err != nil {

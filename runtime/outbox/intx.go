@@ -28,9 +28,9 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	if err != nil {
 		return fmt.Errorf("outbox: InTx: begin: %w", err)
 	}
-	h := beginHandoff(db, tx)
+	h := running.beginHandoff(db, tx)
 	if h != nil {
-		defer endHandoff(tx)
+		defer running.endHandoff(tx)
 	}
 	committed := false
 	defer func() {
@@ -53,7 +53,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 			// distinctly, so that a caller does not retry the whole operation and enqueue twice.
 			committed = true
 			h.abandoned(ctx, db, true)
-			wakeWorkers(db)
+			running.wake(db)
 			return ErrTxEnded
 		}
 		// A failed commit may have rolled back already; the deferred Rollback then says
@@ -63,7 +63,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	}
 	committed = true
 	if h == nil || h.committed(ctx, db) {
-		wakeWorkers(db)
+		running.wake(db)
 	}
 	return nil
 }

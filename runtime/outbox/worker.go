@@ -166,8 +166,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("outbox: Worker.Run: already running")
 	}
 	defer w.running.Store(false)
-	registerWorker(w.db, w)
-	defer unregisterWorker(w.db, w)
+	running.add(w.db, w)
+	defer running.remove(w.db, w)
 
 	// Handler contexts survive Run's ctx (they have their own timeout) until the shutdown
 	// deadline cancels them; result writes must survive it too.
