@@ -51,16 +51,40 @@ type EnqueueHook func(ctx context.Context, eventType string, headers map[string]
 
 var (
 	hooksMu      sync.RWMutex
-	enqueueHooks []EnqueueHook
+	enqueueHooks []*EnqueueHook // replaced, never changed in place: headersOf reads it unlocked
 )
 
 // AddEnqueueHook registers h for every Enqueue of this process, in registration order, before
-// the caller's own Header options (which win on the same key). Call it at startup: generated
-// EnqueueX functions take no configuration, so the hook is process-wide.
-func AddEnqueueHook(h EnqueueHook) {
+// the hooks of the context (WithEnqueueHook) and the caller's own Header options (which win on
+// the same key). Call it at startup: generated EnqueueX functions take no configuration, so the
+// hook is process-wide. remove unregisters h; it may be called more than once.
+func AddEnqueueHook(h EnqueueHook) (remove func()) {
+	p := &h
 	hooksMu.Lock()
 	defer hooksMu.Unlock()
-	enqueueHooks = append(enqueueHooks, h)
+	enqueueHooks = append(enqueueHooks[:len(enqueueHooks):len(enqueueHooks)], p)
+	return func() {
+		hooksMu.Lock()
+		defer hooksMu.Unlock()
+		kept := make([]*EnqueueHook, 0, len(enqueueHooks))
+		for _, q := range enqueueHooks {
+			if q != p {
+				kept = append(kept, q)
+			}
+		}
+		enqueueHooks = kept
+	}
+}
+
+type ctxHooksKey struct{}
+
+// WithEnqueueHook returns a context whose Enqueue calls run h, after the process-wide hooks and
+// the hooks ctx already carries. Its scope is the context: two parts of one process (two tests,
+// two tenants) can each have their own hooks.
+func WithEnqueueHook(ctx context.Context, h EnqueueHook) context.Context {
+	prev, _ := ctx.Value(ctxHooksKey{}).([]EnqueueHook)
+	hooks := append(prev[:len(prev):len(prev)], h)
+	return context.WithValue(ctx, ctxHooksKey{}, hooks)
 }
 
 // headersOf merges the hooks' headers and the options' and checks them; nil when there are none.
@@ -68,11 +92,15 @@ func headersOf(ctx context.Context, eventType string, given map[string]string) (
 	hooksMu.RLock()
 	hooks := enqueueHooks
 	hooksMu.RUnlock()
-	if len(hooks) == 0 && len(given) == 0 {
+	scoped, _ := ctx.Value(ctxHooksKey{}).([]EnqueueHook)
+	if len(hooks) == 0 && len(scoped) == 0 && len(given) == 0 {
 		return nil, nil
 	}
 	h := map[string]string{}
 	for _, hook := range hooks {
+		(*hook)(ctx, eventType, h)
+	}
+	for _, hook := range scoped {
 		hook(ctx, eventType, h)
 	}
 	for k := range h {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -59,18 +60,25 @@ func TestRegistryKeepsDatabasesApart(t *testing.T) {
 	}
 }
 
-// Two databases in one process, each with its own worker: InTx on one hands off to and wakes
-// only that database's worker.
+// Two databases in one process, each with its own enqueue hook and worker: an enqueue on one runs
+// only its hook, and InTx on it hands off to and wakes only its worker.
 func TestTwoDatabasesInOneProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	type world struct {
-		db  *sql.DB
-		got deliveries
-		w   *Worker
+		db    *sql.DB
+		got   deliveries
+		w     *Worker
+		ctx   context.Context
+		hooks atomic.Int64
 	}
 	worlds := [2]*world{{db: migrated(t).DB}, {db: migrated(t).DB}}
-	for _, wd := range worlds {
+	for i, wd := range worlds {
+		name := string(rune('a' + i))
+		wd.ctx = WithEnqueueHook(ctx, func(_ context.Context, _ string, h map[string]string) {
+			wd.hooks.Add(1)
+			h["world"] = name
+		})
 		r := NewRouter()
 		r.Handle("welcome", Policy{}, wd.got.handler)
 		wd.w = newTestWorker(t, wd.db, r, idleWorkerConfig(Config{Concurrency: 4}))
@@ -81,11 +89,11 @@ func TestTwoDatabasesInOneProcess(t *testing.T) {
 	claimsA := waitIdle(t, a.w)
 
 	// An unordered message is handed off; an ordered one is claimed after InTx's wake.
-	err := InTx(ctx, a.db, func(tx *sql.Tx) error {
-		if _, err := Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
+	err := InTx(a.ctx, a.db, func(tx *sql.Tx) error {
+		if _, err := Enqueue(a.ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`)}); err != nil {
 			return err
 		}
-		_, err := Enqueue(ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`), OrderingKey: "k"})
+		_, err := Enqueue(a.ctx, tx, Message{EventType: "welcome", Payload: []byte(`{}`), OrderingKey: "k"})
 		return err
 	})
 	if err != nil {
@@ -96,6 +104,14 @@ func TestTwoDatabasesInOneProcess(t *testing.T) {
 	})
 	if n := len(a.got.list()); n != 2 {
 		t.Errorf("A's handler ran %d times, want 2", n)
+	}
+	for _, d := range a.got.list() {
+		if d.Headers["world"] != "a" {
+			t.Errorf("message %d delivered on A with headers %v, want A's hook's", d.MessageID, d.Headers)
+		}
+	}
+	if ha, hb := a.hooks.Load(), b.hooks.Load(); ha != 2 || hb != 0 {
+		t.Errorf("hooks ran %d times on A, %d on B; want 2 and 0", ha, hb)
 	}
 	if c := a.w.claims.Load(); c <= claimsA {
 		t.Errorf("A's claims stayed at %d: InTx did not wake A's worker", c)
