@@ -125,7 +125,7 @@ func headersOf(ctx context.Context, eventType string, given map[string]string) (
 		total += len(k) + len(v)
 		switch {
 		case len(k) > maxHeaderKeyBytes || !headerKey.MatchString(k):
-			return nil, fmt.Errorf("header key %.140q: want 1 to %d bytes of letters, digits and - _ . :", k, maxHeaderKeyBytes)
+			return nil, fmt.Errorf("header key %.140q: want 1 to %d bytes of letters, digits, '-', '_', '.' and ':'", k, maxHeaderKeyBytes)
 		case len(v) > maxHeaderValueBytes:
 			return nil, fmt.Errorf("header %q: value of %d bytes, at most %d", k, len(v), maxHeaderValueBytes)
 		case !utf8.ValidString(v):

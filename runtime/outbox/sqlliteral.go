@@ -16,17 +16,13 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-// inlineExec writes ExecContext's arguments into the statement as literals, so the enqueue is
+// inlineExec writes ExecContext's arguments into the statement as literals. The enqueue is then
 // one round trip whatever the DSN says. With the driver's default (interpolateParams=false), a
-// statement with arguments costs three: prepare, execute and close. The business transaction
-// around an enqueue is usually two or three round trips itself, so the third one was most of
-// what an enqueue cost (BenchmarkEnqueue; BENCHMARKS.md, W1). Strings go as hex literals, which
-// no sql_mode (NO_BACKSLASH_ESCAPES) or connection charset changes: there is nothing to escape,
-// so nothing to get wrong. A hex literal is a binary string: into a VARBINARY column it goes as
-// is; into a utf8mb4 text column (payload, headers, last_error) its bytes are taken as utf8mb4,
-// which they are (Enqueue validates them; truncate makes last_error valid). Without a charset
-// introducer (_utf8mb4 X'..') the server skips a conversion: about 15 µs of an enqueue on both
-// servers (bench/cmd/w1cost --spellings).
+// statement with arguments costs three: prepare, execute and close. Strings go as hex literals,
+// which no sql_mode or connection charset changes, so nothing needs escaping. A hex literal
+// is a binary string. Into a VARBINARY column it goes as is. Into a utf8mb4 text column its
+// bytes are taken as utf8mb4, which they are: Enqueue validates them, and truncate makes
+// last_error valid. No charset introducer is written, which spares the server a conversion.
 type inlineExec struct{ store.DBTX }
 
 func (e inlineExec) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
