@@ -1,16 +1,14 @@
+// Enqueue and its guards: the checks on a message and its handle, and the INSERTs that write it.
+
 package outbox
 
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -217,7 +215,7 @@ func enqueueOwnTx(ctx context.Context, h DBTX, m Message, o enqueueOptions, hdr 
 
 // enqueueOn writes m on tx, a transaction or a handle on which m takes a single statement.
 func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr string) (MessageID, error) {
-	if h := handoffFor(tx); h != nil {
+	if h := running.handoffFor(tx); h != nil {
 		if m.OrderingKey == "" && o.delay == 0 {
 			id, handed, err := h.enqueue(ctx, tx.(*sql.Tx), m, hdr)
 			if err != nil {
@@ -306,188 +304,4 @@ func insertDB(tx DBTX, m Message, hdr string) store.DBTX {
 		return inlineExec{sdb(tx)}
 	}
 	return sdb(tx)
-}
-
-// inlineExec writes ExecContext's arguments into the statement as literals, so the enqueue is
-// one round trip whatever the DSN says. With the driver's default (interpolateParams=false), a
-// statement with arguments costs three: prepare, execute and close. The business transaction
-// around an enqueue is usually two or three round trips itself, so the third one was most of
-// what an enqueue cost (BenchmarkEnqueue; BENCHMARKS.md, W1). Strings go as hex literals, which
-// no sql_mode (NO_BACKSLASH_ESCAPES) or connection charset changes: there is nothing to escape,
-// so nothing to get wrong. A hex literal is a binary string: into a VARBINARY column it goes as
-// is; into a utf8mb4 text column (payload, headers, last_error) its bytes are taken as utf8mb4,
-// which they are (Enqueue validates them; truncate makes last_error valid). Without a charset
-// introducer (_utf8mb4 X'..') the server skips a conversion: about 15 µs of an enqueue on both
-// servers (bench/cmd/w1cost --spellings).
-type inlineExec struct{ store.DBTX }
-
-func (e inlineExec) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	stmt, err := inlineArgs(query, args)
-	if err != nil {
-		return nil, err
-	}
-	return e.DBTX.ExecContext(ctx, stmt)
-}
-
-// QueryContext is ExecContext's counterpart for the claim's SELECT. (QueryRowContext is passed
-// through with its arguments: a *sql.Row cannot carry an inlining error.)
-func (e inlineExec) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	stmt, err := inlineArgs(query, args)
-	if err != nil {
-		return nil, err
-	}
-	return e.DBTX.QueryContext(ctx, stmt)
-}
-
-// inlineArgs replaces each ? of query, in order, with args' literal. The queries it gets
-// (MessageInsert, the claim and the result writes) have no ? anywhere but their placeholders;
-// a count mismatch is an error.
-func inlineArgs(query string, args []any) (string, error) {
-	if n := strings.Count(query, "?"); n != len(args) {
-		return "", fmt.Errorf("inline: %d placeholders, %d arguments", n, len(args))
-	}
-	var b strings.Builder
-	b.Grow(len(query) + 64)
-	for _, a := range args {
-		i := strings.IndexByte(query, '?')
-		b.WriteString(query[:i])
-		query = query[i+1:]
-		switch v := a.(type) {
-		case string:
-			writeHexString(&b, []byte(v))
-		case []byte:
-			writeHexString(&b, v)
-		case json.RawMessage:
-			writeHexString(&b, v)
-		case sql.NullString:
-			if !v.Valid {
-				b.WriteString("NULL")
-			} else {
-				writeHexString(&b, []byte(v.String))
-			}
-		case sql.NullInt64:
-			if !v.Valid {
-				b.WriteString("NULL")
-			} else {
-				b.WriteString(strconv.FormatInt(v.Int64, 10))
-			}
-		case time.Time:
-			// The worker requires loc=UTC, under which the driver sends times in UTC too.
-			b.WriteString(v.UTC().Format("'2006-01-02 15:04:05.999999'"))
-		case int32:
-			b.WriteString(strconv.FormatInt(int64(v), 10))
-		case int64:
-			b.WriteString(strconv.FormatInt(v, 10))
-		default:
-			return "", fmt.Errorf("inline: argument of type %T", a)
-		}
-	}
-	b.WriteString(query)
-	return b.String(), nil
-}
-
-func writeHexString(b *strings.Builder, v []byte) {
-	b.WriteString("X'")
-	_, _ = hex.NewEncoder(b).Write(v) // strings.Builder.Write always returns len(p), nil
-	b.WriteByte('\'')
-}
-
-// InTx runs fn in a new transaction on db: it begins, calls fn, and commits when fn returns
-// nil. When fn returns an error or panics, the transaction is rolled back (the panic then
-// continues) and the error is returned; nothing fn enqueued is kept.
-//
-// When a Worker of this process runs on the same *sql.DB, the messages fn enqueues on tx are
-// delivered without waiting for a poll. A message of an event type such a worker handles, with
-// no ordering key and no Delay, is handed off to it (while it has a dispatch slot free): Enqueue
-// writes the row already claimed by that worker, and after the commit the worker runs its
-// handler straight away, with no claim transaction. Any other message is claimed at once:
-// InTx wakes the workers after the commit.
-func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
-	if db == nil {
-		return errors.New("outbox: InTx: nil db")
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("outbox: InTx: begin: %w", err)
-	}
-	h := beginHandoff(db, tx)
-	if h != nil {
-		defer endHandoff(tx)
-	}
-	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		h.abandoned(ctx, db, false)
-		// Runs on error and on panic; a panic keeps unwinding after the rollback.
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) && err != nil {
-			err = errors.Join(err, fmt.Errorf("outbox: InTx: rollback: %w", rbErr))
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		if errors.Is(err, sql.ErrTxDone) {
-			// fn ended the transaction itself. Its writes may well be committed: give back what
-			// was handed off and wake the workers (harmless if it rolled back), and say so
-			// distinctly, so that a caller does not retry the whole operation and enqueue twice.
-			committed = true
-			h.abandoned(ctx, db, true)
-			wakeWorkers(db)
-			return ErrTxEnded
-		}
-		// A failed commit may have rolled back already; the deferred Rollback then says
-		// ErrTxDone. A commit that failed after all may have landed: its handed-off rows are
-		// then reclaimed after their lease.
-		return fmt.Errorf("outbox: InTx: commit: %w", err)
-	}
-	committed = true
-	if h == nil || h.committed(ctx, db) {
-		wakeWorkers(db)
-	}
-	return nil
-}
-
-// ErrTxEnded is returned by InTx when fn committed or rolled back the transaction itself and
-// returned nil. InTx cannot tell which: what fn wrote may be committed, so do not retry the
-// operation on this error (it would enqueue again); fix fn to leave Commit to InTx. It wraps
-// sql.ErrTxDone.
-var ErrTxEnded = fmt.Errorf("outbox: InTx: fn committed or rolled back the transaction itself (its writes may be committed; do not retry): %w", sql.ErrTxDone)
-
-// The process-wide registry that lets InTx wake the workers running on a *sql.DB.
-var (
-	wakeMu  sync.Mutex
-	wakeReg = map[*sql.DB]map[*Worker]struct{}{}
-)
-
-func registerWorker(db *sql.DB, w *Worker) {
-	wakeMu.Lock()
-	defer wakeMu.Unlock()
-	set := wakeReg[db]
-	if set == nil {
-		set = map[*Worker]struct{}{}
-		wakeReg[db] = set
-	}
-	set[w] = struct{}{}
-}
-
-func unregisterWorker(db *sql.DB, w *Worker) {
-	wakeMu.Lock()
-	defer wakeMu.Unlock()
-	if set := wakeReg[db]; set != nil {
-		delete(set, w)
-		if len(set) == 0 {
-			delete(wakeReg, db)
-		}
-	}
-}
-
-func wakeWorkers(db *sql.DB) {
-	wakeMu.Lock()
-	defer wakeMu.Unlock()
-	for w := range wakeReg[db] {
-		w.Wake()
-	}
 }

@@ -34,7 +34,7 @@ const (
 
 // kindOf classifies tx by its type alone, with no round trip. A *sql.Tx, the hot path, is
 // answered by the first case. A type that has neither Commit nor BeginTx is taken for a
-// transaction, as before such types could be told apart: it cannot be made atomic anyway.
+// transaction: nothing could make it atomic anyway.
 func kindOf(tx DBTX) handleKind {
 	switch tx.(type) {
 	case *sql.Tx:

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
@@ -35,7 +34,8 @@ const handoffTokenEvery = time.Second
 
 // handoffTx collects what Enqueue handed off inside one InTx transaction.
 type handoffTx struct {
-	db     *sql.DB // InTx's: only its workers take the messages
+	db     *sql.DB   // InTx's: only its workers take the messages
+	reg    *registry // where db's workers are found
 	mu     sync.Mutex
 	rows   []handedOff
 	others int // messages enqueued on the transaction without a handoff
@@ -47,44 +47,33 @@ type handedOff struct {
 	m   claimed
 }
 
-var (
-	// handoffTxs maps the *sql.Tx of each running InTx whose *sql.DB has workers in this
-	// process to its collector; handoffOpen counts them, so that an Enqueue outside InTx pays
-	// one atomic load.
-	handoffTxs  sync.Map // *sql.Tx -> *handoffTx
-	handoffOpen atomic.Int64
-)
-
 // beginHandoff registers tx for handoffs when a worker of this process runs on db; nil when
 // none does.
-func beginHandoff(db *sql.DB, tx *sql.Tx) *handoffTx {
-	wakeMu.Lock()
-	n := len(wakeReg[db])
-	wakeMu.Unlock()
-	if n == 0 {
+func (r *registry) beginHandoff(db *sql.DB, tx *sql.Tx) *handoffTx {
+	if !r.has(db) {
 		return nil
 	}
-	h := &handoffTx{db: db}
-	handoffTxs.Store(tx, h)
-	handoffOpen.Add(1)
+	h := &handoffTx{db: db, reg: r}
+	r.txs.Store(tx, h)
+	r.open.Add(1)
 	return h
 }
 
-func endHandoff(tx *sql.Tx) {
-	handoffTxs.Delete(tx)
-	handoffOpen.Add(-1)
+func (r *registry) endHandoff(tx *sql.Tx) {
+	r.txs.Delete(tx)
+	r.open.Add(-1)
 }
 
 // handoffFor is the collector of tx when tx is the transaction of a running InTx.
-func handoffFor(tx DBTX) *handoffTx {
-	if handoffOpen.Load() == 0 {
+func (r *registry) handoffFor(tx DBTX) *handoffTx {
+	if r.open.Load() == 0 {
 		return nil
 	}
 	t, ok := tx.(*sql.Tx)
 	if !ok {
 		return nil
 	}
-	h, ok := handoffTxs.Load(t)
+	h, ok := r.txs.Load(t)
 	if !ok {
 		return nil
 	}
@@ -95,7 +84,7 @@ func handoffFor(tx DBTX) *handoffTx {
 // free slot, and records it in h. ok is false when no worker can take it: the caller then
 // inserts it PENDING.
 func (h *handoffTx) enqueue(ctx context.Context, tx *sql.Tx, m Message, hdr string) (id MessageID, ok bool, err error) {
-	w, gen, token := reserveHandoff(h.db, m.EventType)
+	w, gen, token := h.reg.reserveHandoff(h.db, m.EventType)
 	if w == nil {
 		h.notHandedOff()
 		return 0, false, nil
@@ -132,10 +121,10 @@ func (h *handoffTx) notHandedOff() {
 
 // reserveHandoff finds a running worker on db that handles eventType and has a free dispatch
 // slot, and takes the slot.
-func reserveHandoff(db *sql.DB, eventType string) (w *Worker, gen int, token string) {
-	wakeMu.Lock()
-	defer wakeMu.Unlock()
-	for cand := range wakeReg[db] {
+func (r *registry) reserveHandoff(db *sql.DB, eventType string) (w *Worker, gen int, token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for cand := range r.workers[db] {
 		if gen, token, ok := cand.reserveHandoff(eventType); ok {
 			return cand, gen, token
 		}

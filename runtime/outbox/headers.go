@@ -1,6 +1,6 @@
 // Headers: string metadata that travels with a message (a trace context, a tenant, a request
-// id), and the two hooks that let an integration (runtime/outboxotel) add headers at enqueue and
-// wrap every handler call, so the core imports no tracing library.
+// id), and the enqueue hooks that let an integration (runtime/outboxotel) add headers, so that
+// the core imports no tracing library.
 
 package outbox
 
@@ -51,34 +51,56 @@ type EnqueueHook func(ctx context.Context, eventType string, headers map[string]
 
 var (
 	hooksMu      sync.RWMutex
-	enqueueHooks []EnqueueHook
+	enqueueHooks []*EnqueueHook // replaced, never changed in place: headersOf reads it unlocked
 )
 
 // AddEnqueueHook registers h for every Enqueue of this process, in registration order, before
-// the caller's own Header options (which win on the same key). Call it at startup: generated
-// EnqueueX functions take no configuration, so the hook is process-wide.
-func AddEnqueueHook(h EnqueueHook) {
+// the hooks of the context (WithEnqueueHook) and the caller's own Header options (which win on
+// the same key). Call it at startup: generated EnqueueX functions take no configuration, so the
+// hook is process-wide. remove unregisters h; it may be called more than once.
+func AddEnqueueHook(h EnqueueHook) (remove func()) {
+	p := &h
 	hooksMu.Lock()
 	defer hooksMu.Unlock()
-	enqueueHooks = append(enqueueHooks, h)
+	enqueueHooks = append(enqueueHooks[:len(enqueueHooks):len(enqueueHooks)], p)
+	return func() {
+		hooksMu.Lock()
+		defer hooksMu.Unlock()
+		kept := make([]*EnqueueHook, 0, len(enqueueHooks))
+		for _, q := range enqueueHooks {
+			if q != p {
+				kept = append(kept, q)
+			}
+		}
+		enqueueHooks = kept
+	}
 }
 
-// Middleware wraps every handler call of a Worker (Config.Middleware): tracing, metrics, a
-// tenant's context. It sees the payload, the Delivery (headers included) and the handler's
-// error, and must return the error it was given (or one that wraps it) unless it means to change
-// the outcome.
-type Middleware func(next HandlerFunc) HandlerFunc
+type ctxHooksKey struct{}
+
+// WithEnqueueHook returns a context whose Enqueue calls run h, after the process-wide hooks and
+// the hooks ctx already carries. Its scope is the context: two parts of one process (two tests,
+// two tenants) can each have their own hooks.
+func WithEnqueueHook(ctx context.Context, h EnqueueHook) context.Context {
+	prev, _ := ctx.Value(ctxHooksKey{}).([]EnqueueHook)
+	hooks := append(prev[:len(prev):len(prev)], h)
+	return context.WithValue(ctx, ctxHooksKey{}, hooks)
+}
 
 // headersOf merges the hooks' headers and the options' and checks them; nil when there are none.
 func headersOf(ctx context.Context, eventType string, given map[string]string) (map[string]string, error) {
 	hooksMu.RLock()
 	hooks := enqueueHooks
 	hooksMu.RUnlock()
-	if len(hooks) == 0 && len(given) == 0 {
+	scoped, _ := ctx.Value(ctxHooksKey{}).([]EnqueueHook)
+	if len(hooks) == 0 && len(scoped) == 0 && len(given) == 0 {
 		return nil, nil
 	}
 	h := map[string]string{}
 	for _, hook := range hooks {
+		(*hook)(ctx, eventType, h)
+	}
+	for _, hook := range scoped {
 		hook(ctx, eventType, h)
 	}
 	for k := range h {

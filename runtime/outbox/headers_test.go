@@ -123,12 +123,12 @@ func TestEnqueueHookAndMiddleware(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
 	// Process-wide: it acts only on contexts of this test.
-	AddEnqueueHook(func(ctx context.Context, eventType string, h map[string]string) {
+	t.Cleanup(AddEnqueueHook(func(ctx context.Context, eventType string, h map[string]string) {
 		if v, ok := ctx.Value(hookKey{}).(string); ok {
 			h["traceparent"] = v
 			h["who"] = "hook"
 		}
-	})
+	}))
 	ctx := context.WithValue(context.Background(), hookKey{}, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	var id MessageID
 	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
@@ -346,5 +346,64 @@ func BenchmarkDecodeHeaders(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+type removedHookKey struct{}
+
+// The function AddEnqueueHook returns unregisters that hook alone, and may be called twice.
+func TestEnqueueHookRemoved(t *testing.T) {
+	t.Parallel()
+	hook := func(v string) EnqueueHook {
+		return func(ctx context.Context, _ string, h map[string]string) {
+			if ctx.Value(removedHookKey{}) != nil {
+				h["hook-"+v] = v
+			}
+		}
+	}
+	removeA := AddEnqueueHook(hook("a"))
+	removeB := AddEnqueueHook(hook("b"))
+	t.Cleanup(removeB)
+	ctx := context.WithValue(context.Background(), removedHookKey{}, true)
+	got, err := headersOf(ctx, "e", nil)
+	if err != nil || got["hook-a"] != "a" || got["hook-b"] != "b" {
+		t.Fatalf("with both hooks: %v, %v; want both headers", got, err)
+	}
+	removeA()
+	removeA()
+	got, err = headersOf(ctx, "e", nil)
+	if err != nil || len(got) != 1 || got["hook-b"] != "b" {
+		t.Errorf("after removing a: %v, %v; want b's header alone", got, err)
+	}
+}
+
+// A hook carried by a context runs for enqueues in that context only, after the hooks of its
+// parent; sibling contexts do not share their hooks.
+func TestEnqueueHookOfTheContext(t *testing.T) {
+	t.Parallel()
+	set := func(k, v string) EnqueueHook {
+		return func(_ context.Context, _ string, h map[string]string) { h[k] = v }
+	}
+	parent := WithEnqueueHook(context.Background(), set("tenant", "parent"))
+	a := WithEnqueueHook(parent, set("tenant", "a"))
+	b := WithEnqueueHook(parent, set("world", "b"))
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"background", context.Background(), "{}"},
+		{"parent", parent, `{"tenant":"parent"}`},
+		{"a", a, `{"tenant":"a"}`},
+		{"b", b, `{"tenant":"parent","world":"b"}`},
+	} {
+		h, err := headersOf(c.ctx, "e", nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, _ := json.Marshal(h)
+		if string(got) != c.want && !(c.want == "{}" && h == nil) {
+			t.Errorf("%s: headers %s, want %s", c.name, got, c.want)
+		}
 	}
 }

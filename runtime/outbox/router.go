@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -91,37 +90,6 @@ func validatePolicy(eventType string, given, p Policy) error {
 		return fmt.Errorf("event %q: policy: %s", eventType, strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-// wrapHandlers applies mws to the handler of every route, the first entry outermost, once: a
-// Worker's router is its own snapshot, and wrapping at each call cost every message an
-// allocation per middleware (and a middleware that panicked while wrapping did so outside
-// callHandler's recover, taking the process down). A panic while wrapping is an error here.
-func (r *Router) wrapHandlers(mws []Middleware) (err error) {
-	for t, rt := range r.routes {
-		for i := len(mws) - 1; i >= 0; i-- {
-			if rt.handler, err = wrapOne(mws[i], rt.handler); err != nil {
-				return fmt.Errorf("event %q: Config.Middleware[%d] failed wrapping its handler: %w", t, i, err)
-			}
-		}
-		r.routes[t] = rt
-	}
-	return nil
-}
-
-func wrapOne(mw Middleware, h HandlerFunc) (wrapped HandlerFunc, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	if mw == nil {
-		return nil, errors.New("nil middleware")
-	}
-	if wrapped = mw(h); wrapped == nil {
-		return nil, errors.New("it returned a nil handler")
-	}
-	return wrapped, nil
 }
 
 func (r *Router) lookup(eventType string) (route, bool) {

@@ -77,7 +77,14 @@ type inflight struct {
 // NewWorker returns a Worker for the event types r handles at this moment. It checks cfg
 // (errors name the field), that every event timeout of r is shorter than StaleAfter (errors
 // name the event), and the connection: the DSN must set parseTime=true and use loc=UTC.
+// It is NewWorkerContext with context.Background().
 func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
+	return NewWorkerContext(context.Background(), db, r, cfg)
+}
+
+// NewWorkerContext is NewWorker whose database checks run under ctx: when ctx ends first, it
+// returns an error that wraps ctx's. The checks take at most 10 seconds whatever ctx allows.
+func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	if db == nil {
 		return nil, errors.New("outbox: NewWorker: nil db")
 	}
@@ -105,7 +112,7 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	if err := r.wrapHandlers(cfg.Middleware); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := checkClock(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
@@ -166,8 +173,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("outbox: Worker.Run: already running")
 	}
 	defer w.running.Store(false)
-	registerWorker(w.db, w)
-	defer unregisterWorker(w.db, w)
+	running.add(w.db, w)
+	defer running.remove(w.db, w)
 
 	// Handler contexts survive Run's ctx (they have their own timeout) until the shutdown
 	// deadline cancels them; result writes must survive it too.

@@ -35,9 +35,10 @@ const (
 // InstallEnqueue registers EnqueueHook(opts...) with outbox.AddEnqueueHook: from then on every
 // Enqueue of the process (generated EnqueueX functions included) stores the enqueuing
 // context's trace context in the message's headers. Call it once, at startup; each call adds
-// another hook.
-func InstallEnqueue(opts ...Option) {
-	outbox.AddEnqueueHook(EnqueueHook(opts...))
+// another hook. remove unregisters it. To trace the enqueues of one context only, give
+// EnqueueHook to outbox.WithEnqueueHook instead.
+func InstallEnqueue(opts ...Option) (remove func()) {
+	return outbox.AddEnqueueHook(EnqueueHook(opts...))
 }
 
 // EnqueueHook returns the hook that InstallEnqueue registers, for a caller that registers hooks

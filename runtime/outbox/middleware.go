@@ -1,0 +1,46 @@
+// Middleware: what wraps every handler call of a Worker, so that an integration
+// (runtime/outboxotel) can trace handlers without the core importing a tracing library.
+
+package outbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Middleware wraps every handler call of a Worker (Config.Middleware): tracing, metrics, a
+// tenant's context. It sees the payload, the Delivery (headers included) and the handler's
+// error, and must return the error it was given (or one that wraps it) unless it means to change
+// the outcome.
+type Middleware func(next HandlerFunc) HandlerFunc
+
+// wrapHandlers applies mws to the handler of every route, the first entry outermost, once: a
+// Worker's router is its own snapshot, and wrapping at each call cost every message an
+// allocation per middleware (and a middleware that panicked while wrapping did so outside
+// callHandler's recover, taking the process down). A panic while wrapping is an error here.
+func (r *Router) wrapHandlers(mws []Middleware) (err error) {
+	for t, rt := range r.routes {
+		for i := len(mws) - 1; i >= 0; i-- {
+			if rt.handler, err = wrapOne(mws[i], rt.handler); err != nil {
+				return fmt.Errorf("event %q: Config.Middleware[%d] failed wrapping its handler: %w", t, i, err)
+			}
+		}
+		r.routes[t] = rt
+	}
+	return nil
+}
+
+func wrapOne(mw Middleware, h HandlerFunc) (wrapped HandlerFunc, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	if mw == nil {
+		return nil, errors.New("nil middleware")
+	}
+	if wrapped = mw(h); wrapped == nil {
+		return nil, errors.New("it returned a nil handler")
+	}
+	return wrapped, nil
+}
