@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -43,7 +44,7 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 	w.jitter = func(n int64) int64 { return n } // the ceiling of full jitter, to see the push
 	start(t, w)
 	id := enqueueN(t, db.DB, "retry_twice", 1)[0]
-	waitFor(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
 	row := getRow(t, db, id)
 	if c.of(id) != 3 || row.Attempts != 3 {
 		t.Fatalf("calls %d, attempts %d; want 3 and 3", c.of(id), row.Attempts)
@@ -133,7 +134,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "both FAILED", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both FAILED", func() bool {
 		return statusOf(t, db, perm) == "FAILED" && statusOf(t, db, fails) == "FAILED"
 	})
 	time.Sleep(100 * time.Millisecond)
@@ -151,7 +152,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
 	w.Wake()
-	waitFor(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
 	if got := getRow(t, db, fails).Attempts; got != 1 || c.of(fails) != 4 {
 		t.Errorf("after Retry: attempts %d, calls %d; want 1 (reset) and 4", got, c.of(fails))
 	}
@@ -201,7 +202,7 @@ func TestPanicAndUndecodablePayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "all four settled", func() bool {
+	testutil.Eventually(t, 5*time.Second, "all four settled", func() bool {
 		return statusOf(t, db, boom) == "FAILED" && statusOf(t, db, bad) == "FAILED" &&
 			statusOf(t, db, ok1) == "SENT" && statusOf(t, db, ok2) == "SENT"
 	})
@@ -215,7 +216,7 @@ func TestPanicAndUndecodablePayload(t *testing.T) {
 	}
 	// The worker survived the panic: a message enqueued afterwards is still delivered.
 	late := enqueueN(t, db.DB, "panics", 1)[0]
-	waitFor(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
 }
 
 func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
@@ -230,7 +231,7 @@ func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{Reporter: inc})
 	start(t, w)
 	id := enqueueN(t, db.DB, "hangs", 1)[0]
-	waitFor(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	if inc.count(incident.HandlerHung) != 1 {
 		t.Fatalf("HandlerHung incidents = %d, want 1", inc.count(incident.HandlerHung))
 	}
@@ -258,11 +259,11 @@ func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 	start(t, w)
 	// Teach the worker that handlers are fast, so the next claim prefetches.
 	warm := enqueueN(t, db.DB, "giveback", 30)
-	waitFor(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
+	testutil.Eventually(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
 	slow.Store(true)
 	ids := enqueueN(t, db.DB, "giveback", 6)
 	w.Wake()
-	waitFor(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
+	testutil.Eventually(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
 	for _, id := range ids {
 		if n := c.of(id); n != 1 {
 			t.Fatalf("message %d handled %d times, want exactly 1", id, n)

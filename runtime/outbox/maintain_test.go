@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/runtime/incident"
@@ -38,7 +39,7 @@ func TestStuckReportedWhenNobodyReclaims(t *testing.T) {
 		Reporter: inc, Observer: stuckObserver{&stuckSeen},
 	})
 	stop := start(t, w)
-	waitFor(t, 5*time.Second, "two Stuck incidents (one per watch pass)", func() bool { return inc.count(incident.Stuck) >= 2 })
+	testutil.Eventually(t, 5*time.Second, "two Stuck incidents (one per watch pass)", func() bool { return inc.count(incident.Stuck) >= 2 })
 	stop()
 	in := inc.first(incident.Stuck)
 	if in.Err == nil || !strings.Contains(in.Err.Error(), "1 messages") || stuckSeen.Load() != 1 {
@@ -51,7 +52,7 @@ func TestStuckReportedWhenNobodyReclaims(t *testing.T) {
 	// A worker that reclaims clears it: the stuck row had 1 attempt of 10, so PENDING, then SENT.
 	w2 := newTestWorker(t, db.DB, r, Config{ReclaimInterval: 30 * time.Millisecond, StaleAfter: time.Second})
 	start(t, w2)
-	waitFor(t, 5*time.Second, "reclaimed rows SENT", func() bool { return countRows(t, db, "status='SENT'") == 2 })
+	testutil.Eventually(t, 5*time.Second, "reclaimed rows SENT", func() bool { return countRows(t, db, "status='SENT'") == 2 })
 }
 
 type stuckObserver struct{ n *atomic.Int64 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // Issue 14's "Reclaim, fences, Retry and Purge keep working for ordered rows", the two paths
@@ -75,7 +77,7 @@ func TestOrderingPurgeByFilterReleasesKey(t *testing.T) {
 
 	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
 	defer stop()
-	waitFor(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
+	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
 	time.Sleep(200 * time.Millisecond) // ample time for a wrongly released key to be claimed
 	if st := statusOf(t, db, next); st != "PENDING" {
 		t.Fatalf("message behind the FAILED head is %s before the purge, want PENDING", st)
@@ -95,7 +97,7 @@ func TestOrderingPurgeByFilterReleasesKey(t *testing.T) {
 	if countQueue(t, db, head) != 0 {
 		t.Errorf("the purged head's queue entry is still there: its key stays held")
 	}
-	waitFor(t, 10*time.Second, "the purged head's successor handled", func() bool { return statusOf(t, db, next) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "the purged head's successor handled", func() bool { return statusOf(t, db, next) == "SENT" })
 
 	s, err = Stats(ctx, db)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // An idle worker backs off to PollInterval: after a few empty claims it costs the database one
@@ -61,7 +63,7 @@ func TestSteadyTrafficFromAnotherProcessIsNotPollBound(t *testing.T) {
 		committed[id] = time.Now()
 		time.Sleep(25 * time.Millisecond)
 	}
-	waitFor(t, 10*time.Second, "all handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handledAt) == len(committed)
@@ -118,7 +120,7 @@ func TestWakesAreCoalesced(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 10*time.Second, "all handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return handled == producers*each

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -74,16 +75,10 @@ func start(t testing.TB, w *Worker) (stop func()) {
 	return stop
 }
 
-// waitFor polls cond until it holds or timeout passes.
+// waitFor is testutil.Eventually, for the tests written against this name.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, cond)
 }
 
 // incidents records reported incidents.
