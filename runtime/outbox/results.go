@@ -132,7 +132,7 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 // up after a few quick tries, so Run can return. Refused writes (the row was reclaimed and is
 // no longer this claim's) are logged and counted; they change nothing.
 func (w *Worker) writeResults(ctx context.Context, batch []result) (written, refused int) {
-	return w.writeResultsUntil(ctx, batch, time.Now().Add(w.cfg.StaleAfter/2), func() bool {
+	return w.writeResultsUntil(ctx, batch, w.clock.Now().Add(w.cfg.StaleAfter/2), func() bool {
 		w.mu.Lock()
 		sink := w.sink
 		w.mu.Unlock()
@@ -163,7 +163,7 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 			}
 			return written, refused
 		}
-		if ctx.Err() != nil || time.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
+		if ctx.Err() != nil || w.clock.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
 			break
 		}
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",

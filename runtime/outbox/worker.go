@@ -61,6 +61,7 @@ type Worker struct {
 	schema schemaGate
 
 	// Test seams.
+	clock            clock               // realClock outside tests
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
 	claimFallbacks   atomic.Int64        // claims that fell back to the index scan
@@ -125,6 +126,7 @@ func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		inflight: map[MessageID]*inflight{},
+		clock:    realClock{},
 		jitter:   func(n int64) int64 { return mrand.Int64N(n + 1) },
 	}
 	return w, nil
@@ -206,7 +208,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("event_types", w.types), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("stale_after", w.cfg.StaleAfter))
 	w.claimLoop(ctx)
-	stopBy := time.Now().Add(w.cfg.ShutdownTimeout)
+	stopBy := w.clock.Now().Add(w.cfg.ShutdownTimeout)
 	w.mu.Lock()
 	w.accepting = false
 	unstarted := w.takeUnstartedLocked()
@@ -224,7 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.dispatch.Wait()
 		close(done)
 	}()
-	deadline := time.NewTimer(time.Until(stopBy))
+	deadline := time.NewTimer(until(w.clock, stopBy))
 	defer deadline.Stop()
 	select {
 	case <-done:
@@ -241,7 +243,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// it, writes are cancelled, so an unreachable database cannot hold Run for minutes.
 	select {
 	case <-flushDone:
-	case <-time.After(max(time.Until(stopBy), shutdownGrace)):
+	case <-time.After(max(until(w.clock, stopBy), shutdownGrace)):
 		stopWrites()
 		<-flushDone
 	}
@@ -274,7 +276,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				return
 			case <-w.wake:
 				// Wakes in quick succession (InTx after every commit) share one claim.
-				if gap := wakeCoalesce - time.Since(lastClaim); gap > 0 {
+				if gap := wakeCoalesce - since(w.clock, lastClaim); gap > 0 {
 					poll.Stop()
 					poll.Reset(gap)
 					select {
@@ -302,14 +304,14 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.release(n)
 			return
 		}
-		seeking := backlog && !rescan && !seek.due.IsZero() && time.Since(scanned) < rescanEvery
+		seeking := backlog && !rescan && !seek.due.IsZero() && since(w.clock, scanned) < rescanEvery
 		var from claimPos
 		if seeking {
 			from = seek
 		} else {
-			scanned = time.Now()
+			scanned = w.clock.Now()
 		}
-		lastClaim = time.Now()
+		lastClaim = w.clock.Now()
 		w.claims.Add(1)
 		w.mu.Lock()
 		w.claiming = n
