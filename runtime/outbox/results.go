@@ -114,11 +114,13 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 		if len(batch) > 0 {
 			w.signalFreed() // backlog room for the claim loop
 			w.writeResults(ctx, batch)
+			w.testSignals.flushed.Signal(len(batch))
 		}
 		if closed {
 			// Results put before close are in batch; put refuses the rest.
 			if rest, _ := sink.take(); len(rest) > 0 {
 				w.writeResults(ctx, rest)
+				w.testSignals.flushed.Signal(len(rest))
 			}
 			return
 		}

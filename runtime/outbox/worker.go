@@ -61,6 +61,7 @@ type Worker struct {
 	schema schemaGate
 
 	// Test seams.
+	testSignals      workerTestSignals
 	clock            clock               // realClock outside tests
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
@@ -320,6 +321,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		w.mu.Lock()
 		w.claiming = 0
 		w.mu.Unlock()
+		w.testSignals.claimed.Signal(got)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

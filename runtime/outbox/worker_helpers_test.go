@@ -223,3 +223,19 @@ func (l *logRecords) find(msg string) (map[string]string, bool) {
 	}
 	return nil, false
 }
+
+// signals enables w's test signals and returns them; call it before start.
+func signals(t testing.TB, w *Worker) *workerTestSignals {
+	w.testSignals.init(t)
+	return &w.testSignals
+}
+
+// awaitClaims waits until n claims that began after this call have ended, so a test can
+// watch the worker poll n times instead of sleeping for a guess of n polls.
+func (s *workerTestSignals) awaitClaims(n int) {
+	s.claimed.Clear()
+	s.claimed.WaitOrTimeout() // may have begun before the Clear
+	for range n {
+		s.claimed.WaitOrTimeout()
+	}
+}

@@ -30,6 +30,7 @@ func TestDeliverAfterCommitNeverAfterRollback(t *testing.T) {
 		return nil
 	})
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -57,7 +58,7 @@ func TestDeliverAfterCommitNeverAfterRollback(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "both messages SENT", func() bool {
 		return statusOf(t, db, keyed) == "SENT" && statusOf(t, db, unkeyed) == "SENT"
 	})
-	time.Sleep(100 * time.Millisecond) // a few more polls: nothing else may arrive
+	sig.awaitClaims(3) // a few more polls: nothing else may arrive
 	if c.total() != 2 || c.of(keyed) != 1 || c.of(unkeyed) != 1 {
 		t.Fatalf("handler calls: total %d, keyed %d, unkeyed %d; want exactly one each and none for the rolled-back message",
 			c.total(), c.of(keyed), c.of(unkeyed))
@@ -278,9 +279,10 @@ func TestInTxWakesWorker(t *testing.T) {
 		done <- time.Now()
 		return nil
 	})
-	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute})
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute, MinPollInterval: time.Minute})
+	sig := signals(t, w)
 	start(t, w)
-	time.Sleep(100 * time.Millisecond) // let the first (empty) claim pass; the worker now waits a minute
+	sig.claimed.WaitOrTimeout() // the first (empty) claim; the worker now waits a minute
 	began := time.Now()
 	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
 		_, err := Enqueue(ctx, tx, Message{EventType: "wake", Payload: []byte(`{}`)})
