@@ -94,13 +94,7 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 	linger.Stop()
 	for {
 		<-sink.notify
-		// An ordered message's key waits for this write (its successor is claimable only once
-		// it is recorded SENT): linger less, trading a little batching for the key's throughput.
-		if sink.holdsOrdered() {
-			linger.Reset(orderedFlushLinger)
-		} else {
-			linger.Reset(flushLinger)
-		}
+		linger.Reset(lingerFor(sink.holdsOrdered()))
 	gather:
 		for sink.len() < w.cfg.BatchSize && !sink.isClosed() {
 			select {
@@ -165,7 +159,7 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 			}
 			return written, refused
 		}
-		if ctx.Err() != nil || w.clock.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
+		if writeGivesUp(ctx.Err() != nil, w.clock.Now(), deadline, pause, try, shuttingDown) {
 			break
 		}
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",
@@ -174,7 +168,7 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 		case <-time.After(pause):
 		case <-ctx.Done():
 		}
-		pause = min(pause*2, 2*time.Second)
+		pause = nextWritePause(pause)
 	}
 	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
 	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",

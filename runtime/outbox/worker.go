@@ -305,7 +305,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.release(n)
 			return
 		}
-		seeking := backlog && !rescan && !seek.due.IsZero() && since(w.clock, scanned) < rescanEvery
+		seeking := seekNext(backlog, rescan, !seek.due.IsZero(), since(w.clock, scanned))
 		var from claimPos
 		if seeking {
 			from = seek
@@ -333,20 +333,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if got > 0 {
 			seek = last
 		}
-		// A full claim, or one that left due rows past its windows (other claims held the rows
-		// it read), means more rows are due: claim again as soon as slots allow. A short claim
-		// that seeked may have passed rows due earlier: scan from the front at once.
-		full := err == nil && (got == n || (more && got > 0))
-		rescan = err == nil && seeking && !full
-		backlog = full || rescan
+		// more: other claims held the rows this one read, so due rows are left past its windows.
+		backlog, rescan = claimFollowUp(n, got, more, seeking, err != nil)
 		wait = !backlog
-		switch {
-		case err != nil:
-		case got > 0:
-			idle = w.cfg.MinPollInterval // rows are arriving: look again soon
-		default:
-			idle = min(2*idle, w.cfg.PollInterval) // nothing: back off towards PollInterval
-		}
+		idle = nextIdle(idle, got, err != nil, w.cfg.MinPollInterval, w.cfg.PollInterval)
 	}
 }
 
@@ -364,20 +354,17 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	}()
 	for {
 		w.mu.Lock()
-		prefetch := w.prefetchLocked()
-		full := min(w.cfg.BatchSize, w.cfg.Concurrency+prefetch)
-		want := 1
-		if backlog {
-			want = max(1, full/2)
-		}
-		n := min(w.free+prefetch, w.cfg.BatchSize, max(0, w.sinkCap-w.sink.len()))
-		if n >= full || (n >= want && (!backlog || gathered)) {
+		n, take, enough := reserveSlots(slotState{
+			free: w.free, prefetch: w.prefetchLocked(), batchSize: w.cfg.BatchSize,
+			concurrency: w.cfg.Concurrency, sinkRoom: w.sinkCap - w.sink.len(),
+		}, backlog, gathered)
+		if take {
 			w.free -= n
 			w.mu.Unlock()
 			return n
 		}
 		w.mu.Unlock()
-		if n >= want && gather == nil {
+		if enough && gather == nil {
 			gather = time.NewTimer(slotGather)
 		}
 		var gatherC <-chan time.Time
@@ -398,11 +385,7 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 // slots are expected to start within prefetchHorizon, from the running average of handler
 // durations. 0 until a handler has finished. w.mu is held.
 func (w *Worker) prefetchLocked() int {
-	if w.avgTook <= 0 {
-		return 0
-	}
-	n := float64(w.cfg.Concurrency) * float64(prefetchHorizon) / w.avgTook
-	return int(min(n, float64(w.cfg.BatchSize)))
+	return prefetchRows(w.avgTook, w.cfg.Concurrency, w.cfg.BatchSize)
 }
 
 func (w *Worker) release(n int) {
