@@ -19,11 +19,12 @@ func TestUnhandledTypeStaysPending(t *testing.T) {
 	r := NewRouter()
 	r.Handle("handled_here", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 	other := enqueueN(t, db.DB, "new_type_from_newer_release", 3)
 	mine := enqueueN(t, db.DB, "handled_here", 3)
 	testutil.Eventually(t, 5*time.Second, "handled rows SENT", func() bool { return countRows(t, db, "event_type='handled_here' AND status='SENT'") == 3 })
-	time.Sleep(150 * time.Millisecond) // several more polls
+	sig.awaitClaims(3) // several more polls
 	for _, id := range other {
 		if r := getRow(t, db, id); r.Status != "PENDING" || r.Attempts != 0 || r.ClaimToken.Valid {
 			t.Errorf("unhandled row %+v, want PENDING, attempts 0, never claimed", r)

@@ -30,7 +30,7 @@ func TestNextIdle(t *testing.T) {
 
 func TestNextIdleRampsFromMinToPollInterval(t *testing.T) {
 	idle, steps := 5*time.Millisecond, 0
-	for idle < 300*time.Millisecond {
+	for idle < 300*time.Millisecond && steps < 100 {
 		idle = nextIdle(idle, 0, false, 5*time.Millisecond, 300*time.Millisecond)
 		steps++
 	}

@@ -121,6 +121,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 			return errors.New("downstream 503")
 		})
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 	var perm, fails MessageID
 	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
@@ -137,7 +138,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "both FAILED", func() bool {
 		return statusOf(t, db, perm) == "FAILED" && statusOf(t, db, fails) == "FAILED"
 	})
-	time.Sleep(100 * time.Millisecond)
+	sig.awaitClaims(3) // a few more polls: no further call may come
 	p, f := getRow(t, db, perm), getRow(t, db, fails)
 	if c.of(perm) != 1 || p.Attempts != 1 || !strings.Contains(p.LastError.String, "card declined") || !p.FailedAt.Valid {
 		t.Errorf("Permanent: calls %d, row %+v; want 1 call, attempts 1, last_error, failed_at", c.of(perm), p)
@@ -223,12 +224,24 @@ func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
 	inc := &incidents{}
+	hungSeen := make(chan struct{})
+	var seen sync.Once
+	rep := incident.Func(func(ctx context.Context, in incident.Incident) {
+		inc.Report(ctx, in)
+		if in.Kind == incident.HandlerHung {
+			seen.Do(func() { close(hungSeen) })
+		}
+	})
 	r := NewRouter()
 	r.Handle("hangs", Policy{Timeout: 100 * time.Millisecond}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
-		time.Sleep(500 * time.Millisecond) // ignores ctx, then succeeds
+		// Ignores ctx until it is reported hung, then succeeds.
+		select {
+		case <-hungSeen:
+		case <-time.After(10 * time.Second):
+		}
 		return nil
 	})
-	w := newTestWorker(t, db.DB, r, Config{Reporter: inc})
+	w := newTestWorker(t, db.DB, r, Config{Reporter: rep})
 	start(t, w)
 	id := enqueueN(t, db.DB, "hangs", 1)[0]
 	testutil.Eventually(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })

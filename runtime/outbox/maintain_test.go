@@ -87,7 +87,7 @@ func TestReclaimSaysWhy(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitLeaseExpired(t, db.DB, id)
 		n, err := w.reclaimOnce(ctx)
 		if err != nil || n != 1 {
 			t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
@@ -125,7 +125,7 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	if got := rb.ReclaimAfter.Time.Sub(rb.ClaimedAt.Time); got != 30*time.Second {
 		t.Errorf("long worker's lease = %v, want 30s", got)
 	}
-	time.Sleep(time.Second)
+	awaitLeaseExpired(t, db.DB, a[0].id)
 	// Any worker's reclaim honours each row's own lease: only the short one has expired.
 	n, err := long.reclaimOnce(ctx)
 	if err != nil || n != 1 {
@@ -162,7 +162,7 @@ func TestReclaimRetriesADeadlockVictim(t *testing.T) {
 		if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitLeaseExpired(t, d.DB, id)
 		rule := inj.Add(faultdriver.Rule{Match: `(?s)UPDATE outbox_messages\s+SET status\s+= IF\(attempts >= max_attempts`, Err: deadlock, Times: c.deadlocks})
 		n, err := w.reclaimOnce(ctx)
 		if hits := rule.Hits(); hits != c.deadlocks {

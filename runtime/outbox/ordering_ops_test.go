@@ -75,10 +75,12 @@ func TestOrderingPurgeByFilterReleasesKey(t *testing.T) {
 	otherHead := enqueueOrderedN(t, db.DB, "ops_purge", "other", 1, 1, Delay(time.Hour))
 	otherNext := enqueueOrderedN(t, db.DB, "ops_purge", "other", 2, 1)
 
-	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
+	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
+	stop := start(t, w)
 	defer stop()
 	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
-	time.Sleep(200 * time.Millisecond) // ample time for a wrongly released key to be claimed
+	sig.awaitClaims(3) // claims enough for a wrongly released key to be claimed
 	if st := statusOf(t, db, next); st != "PENDING" {
 		t.Fatalf("message behind the FAILED head is %s before the purge, want PENDING", st)
 	}

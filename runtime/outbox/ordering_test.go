@@ -242,7 +242,9 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 	// A second type in the key's group: its message waits behind the held key but does not hold it.
 	r.Handle("ordered_tail", Policy{MaxAttempts: 1}, handle)
 	r.Handle("plain", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
-	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
+	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
+	stop := start(t, w)
 	head := enqueueOrdered(t, db.DB, "ordered", "held", 1)
 	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
 	enqueueOrdered(t, db.DB, "ordered", "held", 2)
@@ -254,7 +256,7 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 		defer mu.Unlock()
 		return len(order) == 1 && countRows(t, db, "event_type = 'plain' AND status = 'SENT'") == len(plain)
 	})
-	time.Sleep(200 * time.Millisecond) // ample time for a wrongly released key to be claimed
+	sig.awaitClaims(3) // claims enough for a wrongly released key to be claimed
 	mu.Lock()
 	if strings.Join(order, ",") != "free/1" {
 		t.Errorf("handled %v while the key's head was FAILED, want only free/1", order)

@@ -30,8 +30,9 @@ func TestResultRecordedWithin100ms(t *testing.T) {
 	start(t, w)
 	var ids []MessageID
 	for i := 0; i < 5; i++ { // one at a time: light load, where a result has no company
-		ids = append(ids, enqueueN(t, db.DB, "flush_latency", 1)...)
-		time.Sleep(30 * time.Millisecond)
+		id := enqueueN(t, db.DB, "flush_latency", 1)[0]
+		ids = append(ids, id)
+		testutil.Eventually(t, 5*time.Second, "the message SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	}
 	testutil.Eventually(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "event_type='flush_latency' AND status='SENT'") == len(ids) })
 	mu.Lock()

@@ -239,3 +239,12 @@ func (s *workerTestSignals) awaitClaims(n int) {
 		s.claimed.WaitOrTimeout()
 	}
 }
+
+// awaitLeaseExpired waits until the server's clock has passed id's reclaim_after: a reclaim
+// then returns the row. The lease runs on the server's clock, so no local timer can tell.
+func awaitLeaseExpired(t testing.TB, db DBTX, id MessageID) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the lease to expire", func() bool {
+		return dbNow(t, db).After(getRow(t, db, id).ReclaimAfter.Time)
+	})
+}

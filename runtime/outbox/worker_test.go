@@ -212,9 +212,10 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 	started := make(chan MessageID, 3)
 	r := NewRouter()
 	// Finishes 300ms after shutdown begins, ignoring ctx: its result must still be recorded.
+	slowRelease := make(chan struct{})
 	r.Handle("slow_ok", Policy{Timeout: time.Second}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
 		started <- d.MessageID
-		time.Sleep(300 * time.Millisecond)
+		<-slowRelease
 		return nil
 	})
 	// Waits for its context: cancelled at ShutdownTimeout, then given back.
@@ -246,6 +247,7 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 	// Due 200ms from now, in the middle of the shutdown window: claiming has stopped by then.
 	later := enqueueN(t, db.DB, "slow_ok", 1, Delay(200*time.Millisecond))[0]
 	began := time.Now()
+	time.AfterFunc(300*time.Millisecond, func() { close(slowRelease) })
 	stop()
 	took := time.Since(began)
 	if took < 600*time.Millisecond || took > 600*time.Millisecond+shutdownGrace+2*time.Second {
