@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/internal/testdb"
@@ -349,16 +351,12 @@ func TestAcquireKilledWaitIsReported(t *testing.T) {
 	}()
 	// Find the waiting session and kill its query (not the session).
 	var id int64
-	deadline := time.Now().Add(5 * time.Second)
-	for id == 0 {
+	testutil.Eventually(t, 5*time.Second, "the waiter to show up in PROCESSLIST", func() bool {
 		if ids := lockWaiters(t, d); len(ids) > 0 {
 			id = ids[0]
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter never showed up in PROCESSLIST")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return id != 0
+	})
 	// The id is formatted in: MySQL refuses a placeholder outside DML (error 6413). A KILL QUERY
 	// can land while the statement is just starting, when PROCESSLIST already shows it, and be
 	// lost (once in CI on MariaDB 11.8: the wait ran its 30s); the waiter is then still waiting,
@@ -454,13 +452,9 @@ func TestNoLeakAfterManyReleaseFailures(t *testing.T) {
 		t.Fatalf("pool after %d failed releases: %+v, baseline %+v", cycles, s, base)
 	}
 	// The server may take a moment to notice the last closed sockets.
-	deadline := time.Now().Add(5 * time.Second)
-	for sessions() > baseSessions {
-		if time.Now().After(deadline) {
-			t.Fatalf("server sessions on this database: %d, baseline %d", sessions(), baseSessions)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("server sessions on this database back to the baseline %d", baseSessions), func() bool {
+		return sessions() <= baseSessions
+	})
 	t.Logf("%d cycles with a destroyed connection each: %v (%v per cycle); %d TryDo calls (%.1f%%) found the destroyed session's lock not yet freed",
 		cycles, elapsed, elapsed/cycles, busy, 100*float64(busy)/float64(cycles+busy))
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -96,17 +98,9 @@ func holder(t testing.TB, db *sql.DB, name string) int64 {
 // is free, and fails the test if it does not become free.
 func waitFree(t testing.TB, db *sql.DB, name string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		h := holder(t, db, name)
-		if h == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lock %q is still held by connection %d: it leaked", name, h)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("lock %q to be free (still held: it leaked)", name), func() bool {
+		return holder(t, db, name) == 0
+	})
 }
 
 // sessions lists the server's sessions (see testdb.Sessions: never information_schema, whose
@@ -147,18 +141,14 @@ func sessionsIn(t testing.TB, d *testdb.DB) []int64 {
 // waitRunning waits until session id runs a statement that starts with prefix.
 func waitRunning(t testing.TB, db *sql.DB, id int64, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("session %d to run a statement starting %q", id, prefix), func() bool {
 		for _, s := range sessions(t, db) {
 			if s.ID == id && bytes.HasPrefix(s.Info, []byte(prefix)) {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %d never ran a statement starting %q", id, prefix)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // waitGone waits until session id is no longer on the server (destroyed).
@@ -167,20 +157,14 @@ func waitGone(t testing.TB, db *sql.DB, id int64) {
 	if id == 0 {
 		t.Fatal("waitGone: connection id 0: the incident did not carry CONNECTION_ID()")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		found := false
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("session %d to leave the server (the connection destroyed)", id), func() bool {
 		for _, s := range sessions(t, db) {
-			found = found || s.ID == id
+			if s.ID == id {
+				return false
+			}
 		}
-		if !found {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %d is still on the server: the connection was not destroyed", id)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // seamConn wraps a real *sql.Conn for the two failures database/sql never produces.

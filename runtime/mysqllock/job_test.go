@@ -10,6 +10,7 @@ import (
 	_ "time/tzdata" // Asia/Seoul and America/New_York without depending on the host's zoneinfo
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 func mustLoc(t testing.TB, name string) *time.Location {
@@ -119,23 +120,13 @@ func TestRunJobSkipsOverlappingTicks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.RunJob(ctx, j) }()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for l.JobStats(name).SkippedRunning < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no skipped ticks counted: %+v", l.JobStats(name))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "3 skipped ticks counted", func() bool { return l.JobStats(name).SkippedRunning >= 3 })
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("%d runs started while the first was still going, want 1", n)
 	}
 	close(release)
-	for l.JobStats(name).Runs < 3 { // ticks run again once the first run is over
-		if time.Now().After(deadline) {
-			t.Fatalf("no runs after the slow one: %+v", l.JobStats(name))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Ticks run again once the first run is over.
+	testutil.Eventually(t, 10*time.Second, "runs after the slow one", func() bool { return l.JobStats(name).Runs >= 3 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -259,14 +260,7 @@ func TestDoWaitCancelled(t *testing.T) {
 		t.Fatalf("waiter pool %+v: the interrupted connection must be discarded", s)
 	}
 	// Nobody is left waiting in GET_LOCK on the server.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if len(lockWaiters(t, d)) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a GET_LOCK wait is still queued on the server")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "no GET_LOCK wait left queued on the server", func() bool {
+		return len(lockWaiters(t, d)) == 0
+	})
 }

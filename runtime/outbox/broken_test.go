@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // An ordered PENDING row without its queue entry, alone under its event type: Stats still
@@ -292,7 +293,7 @@ func TestRepairBrokenKeysLeavesLiveTrafficAlone(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "every message sent", func() bool {
+	testutil.Eventually(t, 60*time.Second, "every message sent", func() bool {
 		return countRows(t, db, "event_type = 'live_ev' AND status = 'SENT'") == keys*perKey
 	})
 	close(stopRepair)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // TestConnectionCharsetKeepsBytes runs the whole path (enqueue, claim, handler, result, Inspect,
@@ -74,7 +76,7 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 			})
 			w := newTestWorker(t, db, r, Config{})
 			stop := start(t, w)
-			waitFor(t, 30*time.Second, "every message finished", func() bool {
+			testutil.Eventually(t, 30*time.Second, "every message finished", func() bool {
 				return countRows(t, d, "status IN ('SENT','FAILED')") == 4
 			})
 			stop()

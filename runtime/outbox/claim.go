@@ -64,7 +64,7 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (go
 func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
-	start := time.Now()
+	start := w.clock.Now()
 	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false, fmt.Errorf("begin claim: %w", err)
@@ -89,7 +89,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 		if err := tx.Commit(); err != nil {
 			return nil, false, fmt.Errorf("commit empty claim: %w", err)
 		}
-		w.cfg.Observer.Claimed(0, time.Since(start))
+		w.cfg.Observer.Claimed(0, since(w.clock, start))
 		return nil, more, nil
 	}
 	token := newToken()
@@ -119,7 +119,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 			claimStart: start,
 		}
 	}
-	d := time.Since(start)
+	d := since(w.clock, start)
 	w.cfg.Observer.Claimed(len(out), d)
 	w.log.LogAttrs(ctx, slog.LevelDebug, "outbox claimed", slog.Int("claimed", len(out)),
 		slog.String("claim_token", token), slog.Duration("took", d))

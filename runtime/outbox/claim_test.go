@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 func TestUnhandledTypeStaysPending(t *testing.T) {
@@ -17,11 +19,12 @@ func TestUnhandledTypeStaysPending(t *testing.T) {
 	r := NewRouter()
 	r.Handle("handled_here", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 	other := enqueueN(t, db.DB, "new_type_from_newer_release", 3)
 	mine := enqueueN(t, db.DB, "handled_here", 3)
-	waitFor(t, 5*time.Second, "handled rows SENT", func() bool { return countRows(t, db, "event_type='handled_here' AND status='SENT'") == 3 })
-	time.Sleep(150 * time.Millisecond) // several more polls
+	testutil.Eventually(t, 5*time.Second, "handled rows SENT", func() bool { return countRows(t, db, "event_type='handled_here' AND status='SENT'") == 3 })
+	sig.awaitClaims(3) // several more polls
 	for _, id := range other {
 		if r := getRow(t, db, id); r.Status != "PENDING" || r.Attempts != 0 || r.ClaimToken.Valid {
 			t.Errorf("unhandled row %+v, want PENDING, attempts 0, never claimed", r)
@@ -112,11 +115,11 @@ func TestClaimSeekStillFindsRowsDueEarlier(t *testing.T) {
 
 	w := newTestWorker(t, db.DB, r, Config{})
 	start(t, w)
-	waitFor(t, 20*time.Second, "2,000 handled", func() bool { return c.total() >= 2000 })
+	testutil.Eventually(t, 20*time.Second, "2,000 handled", func() bool { return c.total() >= 2000 })
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == before+after+1 })
+	testutil.Eventually(t, 60*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == before+after+1 })
 	if got := c.total(); got != before+after+1 {
 		t.Fatalf("%d handler calls, want %d (one each)", got, before+after+1)
 	}
@@ -211,7 +214,7 @@ func TestOpenClaimOnOldestRowsDoesNotStopOthers(t *testing.T) {
 	w := newTestWorker(t, db.Open(t), r, Config{}) // Concurrency 16: 3 windows of 32 < 100 held rows
 	start(t, w)
 	// Well inside claimTimeout (10 s), after which the held claim would give its rows up anyway.
-	waitFor(t, 5*time.Second, "the 900 rows not held handled", func() bool { return c.total() >= 900 })
+	testutil.Eventually(t, 5*time.Second, "the 900 rows not held handled", func() bool { return c.total() >= 900 })
 	if n := w.claimFallbacks.Load(); n == 0 {
 		t.Fatal("no claim fell back to the index scan, yet every window was held")
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -75,7 +77,7 @@ func TestConfigValidation(t *testing.T) {
 	// Run twice at once is refused.
 	w2 := newTestWorker(t, db.DB, r, Config{})
 	stop := start(t, w2)
-	waitFor(t, 5*time.Second, "Run started", w2.running.Load)
+	testutil.Eventually(t, 5*time.Second, "Run started", w2.running.Load)
 	if err := w2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Errorf("second Run: %v, want already running", err)
 	}
@@ -124,7 +126,7 @@ func TestRouterHandleAfterNewWorker(t *testing.T) {
 		r.Handle("late_"+itoa(i), Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	}
 	enqueueN(t, d.DB, "late_0", 1)
-	waitFor(t, 10*time.Second, "50 messages handled", func() bool { return handled.Load() == 50 })
+	testutil.Eventually(t, 10*time.Second, "50 messages handled", func() bool { return handled.Load() == 50 })
 	stop()
 	if n := countRows(t, d, "event_type = 'late_0' AND status = 'PENDING'"); n != 1 {
 		t.Errorf("late_0 rows PENDING = %d, want 1 (registered after NewWorker: not this worker's)", n)

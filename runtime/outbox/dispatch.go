@@ -39,7 +39,7 @@ func (w *Worker) runDispatch(m claimed) {
 		if w.gen == gen {
 			w.free++
 			if ran {
-				took := float64(time.Since(res.started))
+				took := float64(since(w.clock, res.started))
 				if w.avgTook == 0 {
 					w.avgTook = took
 				} else {
@@ -95,13 +95,13 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop 
 	// worker, and for an ordered key even its successor; handling it now would deliver it out
 	// of order. The lease started at the latest when the claim began.
 	rt, _ := w.router.lookup(m.eventType)
-	if waited := time.Since(m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
+	if waited := since(w.clock, m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
 		<-sem
 		return w.giveBack(m, fmt.Sprintf("%s passed since the claim began; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false, true
 	}
 	defer func() { <-sem }()
 	w.mu.Lock()
-	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: time.Now()}
+	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: w.clock.Now()}
 	w.mu.Unlock()
 	return w.handle(hctx, m), true, true
 }
@@ -111,7 +111,7 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop 
 func (w *Worker) giveBack(m claimed, why string) result {
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back",
 		slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("reason", why))
-	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried, givenBack: true, started: time.Now()}
+	return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried, givenBack: true, started: w.clock.Now()}
 }
 
 // result is one handler outcome waiting to be written.
@@ -155,10 +155,10 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 			Err:     fmt.Errorf("handler still running %s after its %s timeout; it ignores its context and keeps a dispatch slot", hungGrace(p.Timeout), p.Timeout),
 		})
 	})
-	start := time.Now()
+	start := w.clock.Now()
 	err := callHandler(ctx, rt.handler, m.payload, d) // Config.Middleware included (wrapHandlers)
 	hung.Stop()
-	took := time.Since(start)
+	took := since(w.clock, start)
 
 	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start, orderingKey: m.orderingKey, orderingSeq: m.orderingSeq}
 	switch {
@@ -263,7 +263,7 @@ func (w *Worker) reportAbandoned(ctx context.Context) {
 			Kind:    incident.HandlerHung,
 			Subject: fmt.Sprintf("message %d (%s)", id, f.eventType),
 			Err: fmt.Errorf("handler still running %s after its context was cancelled at shutdown; Run returns without it and the row is reclaimed after its lease",
-				time.Since(f.started).Round(time.Millisecond)),
+				since(w.clock, f.started).Round(time.Millisecond)),
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -43,7 +44,7 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 	w.jitter = func(n int64) int64 { return n } // the ceiling of full jitter, to see the push
 	start(t, w)
 	id := enqueueN(t, db.DB, "retry_twice", 1)[0]
-	waitFor(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT after two failures", func() bool { return statusOf(t, db, id) == "SENT" })
 	row := getRow(t, db, id)
 	if c.of(id) != 3 || row.Attempts != 3 {
 		t.Fatalf("calls %d, attempts %d; want 3 and 3", c.of(id), row.Attempts)
@@ -120,6 +121,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 			return errors.New("downstream 503")
 		})
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 	var perm, fails MessageID
 	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
@@ -133,10 +135,10 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "both FAILED", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both FAILED", func() bool {
 		return statusOf(t, db, perm) == "FAILED" && statusOf(t, db, fails) == "FAILED"
 	})
-	time.Sleep(100 * time.Millisecond)
+	sig.awaitClaims(3) // a few more polls: no further call may come
 	p, f := getRow(t, db, perm), getRow(t, db, fails)
 	if c.of(perm) != 1 || p.Attempts != 1 || !strings.Contains(p.LastError.String, "card declined") || !p.FailedAt.Valid {
 		t.Errorf("Permanent: calls %d, row %+v; want 1 call, attempts 1, last_error, failed_at", c.of(perm), p)
@@ -151,7 +153,7 @@ func TestPermanentAndExhaustedThenRetry(t *testing.T) {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
 	w.Wake()
-	waitFor(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "retried message SENT", func() bool { return statusOf(t, db, fails) == "SENT" })
 	if got := getRow(t, db, fails).Attempts; got != 1 || c.of(fails) != 4 {
 		t.Errorf("after Retry: attempts %d, calls %d; want 1 (reset) and 4", got, c.of(fails))
 	}
@@ -201,7 +203,7 @@ func TestPanicAndUndecodablePayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "all four settled", func() bool {
+	testutil.Eventually(t, 5*time.Second, "all four settled", func() bool {
 		return statusOf(t, db, boom) == "FAILED" && statusOf(t, db, bad) == "FAILED" &&
 			statusOf(t, db, ok1) == "SENT" && statusOf(t, db, ok2) == "SENT"
 	})
@@ -215,22 +217,34 @@ func TestPanicAndUndecodablePayload(t *testing.T) {
 	}
 	// The worker survived the panic: a message enqueued afterwards is still delivered.
 	late := enqueueN(t, db.DB, "panics", 1)[0]
-	waitFor(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "message after the panic SENT", func() bool { return statusOf(t, db, late) == "SENT" })
 }
 
 func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
 	inc := &incidents{}
+	hungSeen := make(chan struct{})
+	var seen sync.Once
+	rep := incident.Func(func(ctx context.Context, in incident.Incident) {
+		inc.Report(ctx, in)
+		if in.Kind == incident.HandlerHung {
+			seen.Do(func() { close(hungSeen) })
+		}
+	})
 	r := NewRouter()
 	r.Handle("hangs", Policy{Timeout: 100 * time.Millisecond}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
-		time.Sleep(500 * time.Millisecond) // ignores ctx, then succeeds
+		// Ignores ctx until it is reported hung, then succeeds.
+		select {
+		case <-hungSeen:
+		case <-time.After(10 * time.Second):
+		}
 		return nil
 	})
-	w := newTestWorker(t, db.DB, r, Config{Reporter: inc})
+	w := newTestWorker(t, db.DB, r, Config{Reporter: rep})
 	start(t, w)
 	id := enqueueN(t, db.DB, "hangs", 1)[0]
-	waitFor(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 5*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	if inc.count(incident.HandlerHung) != 1 {
 		t.Fatalf("HandlerHung incidents = %d, want 1", inc.count(incident.HandlerHung))
 	}
@@ -258,11 +272,11 @@ func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 	start(t, w)
 	// Teach the worker that handlers are fast, so the next claim prefetches.
 	warm := enqueueN(t, db.DB, "giveback", 30)
-	waitFor(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
+	testutil.Eventually(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
 	slow.Store(true)
 	ids := enqueueN(t, db.DB, "giveback", 6)
 	w.Wake()
-	waitFor(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
+	testutil.Eventually(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
 	for _, id := range ids {
 		if n := c.of(id); n != 1 {
 			t.Fatalf("message %d handled %d times, want exactly 1", id, n)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // What goes in comes out byte for byte, on every server: MySQL's JSON column reordered keys,
@@ -56,7 +58,7 @@ func TestPayloadBytesRoundTripExactly(t *testing.T) {
 		return nil
 	})
 	stop := start(t, newTestWorker(t, d.DB, r, fastConfig(Config{})))
-	waitFor(t, 20*time.Second, "every payload delivered", func() bool {
+	testutil.Eventually(t, 20*time.Second, "every payload delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == len(ids)

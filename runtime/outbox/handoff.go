@@ -180,6 +180,7 @@ func (w *Worker) takeHandoff(gen int, m claimed) bool {
 		o.HandedOff(1)
 	}
 	w.runDispatch(m)
+	w.testSignals.handedOff.Signal(m.id)
 	return true
 }
 

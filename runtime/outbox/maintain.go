@@ -22,11 +22,13 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 	reclaimDown, watchDown, brokenDown := outage{what: "reclaim"}, outage{what: "stuck watch"}, outage{what: "broken key repair"}
 	for {
 		if !w.cfg.DisableReclaim {
-			if _, err := w.reclaimOnce(ctx); err != nil && ctx.Err() == nil {
+			n, err := w.reclaimOnce(ctx)
+			if err != nil && ctx.Err() == nil {
 				reclaimDown.fail(ctx, w.log, err)
 			} else if err == nil {
 				reclaimDown.ok(ctx, w.log)
 			}
+			w.testSignals.reclaimed.Signal(n)
 		}
 		w.repairBroken(ctx, &brokenDown)
 		if _, err := w.watchOnce(ctx); err != nil && ctx.Err() == nil {
@@ -35,6 +37,7 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 			watchDown.ok(ctx, w.log)
 		}
 		w.schemaWatch(ctx)
+		w.testSignals.maintained.Signal(struct{}{})
 		select {
 		case <-ctx.Done():
 			return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/runtime/incident"
@@ -38,7 +39,7 @@ func TestStuckReportedWhenNobodyReclaims(t *testing.T) {
 		Reporter: inc, Observer: stuckObserver{&stuckSeen},
 	})
 	stop := start(t, w)
-	waitFor(t, 5*time.Second, "two Stuck incidents (one per watch pass)", func() bool { return inc.count(incident.Stuck) >= 2 })
+	testutil.Eventually(t, 5*time.Second, "two Stuck incidents (one per watch pass)", func() bool { return inc.count(incident.Stuck) >= 2 })
 	stop()
 	in := inc.first(incident.Stuck)
 	if in.Err == nil || !strings.Contains(in.Err.Error(), "1 messages") || stuckSeen.Load() != 1 {
@@ -51,7 +52,7 @@ func TestStuckReportedWhenNobodyReclaims(t *testing.T) {
 	// A worker that reclaims clears it: the stuck row had 1 attempt of 10, so PENDING, then SENT.
 	w2 := newTestWorker(t, db.DB, r, Config{ReclaimInterval: 30 * time.Millisecond, StaleAfter: time.Second})
 	start(t, w2)
-	waitFor(t, 5*time.Second, "reclaimed rows SENT", func() bool { return countRows(t, db, "status='SENT'") == 2 })
+	testutil.Eventually(t, 5*time.Second, "reclaimed rows SENT", func() bool { return countRows(t, db, "status='SENT'") == 2 })
 }
 
 type stuckObserver struct{ n *atomic.Int64 }
@@ -86,7 +87,7 @@ func TestReclaimSaysWhy(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitLeaseExpired(t, db.DB, id)
 		n, err := w.reclaimOnce(ctx)
 		if err != nil || n != 1 {
 			t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
@@ -124,7 +125,7 @@ func TestTwoStaleAfterValuesOnOneTable(t *testing.T) {
 	if got := rb.ReclaimAfter.Time.Sub(rb.ClaimedAt.Time); got != 30*time.Second {
 		t.Errorf("long worker's lease = %v, want 30s", got)
 	}
-	time.Sleep(time.Second)
+	awaitLeaseExpired(t, db.DB, a[0].id)
 	// Any worker's reclaim honours each row's own lease: only the short one has expired.
 	n, err := long.reclaimOnce(ctx)
 	if err != nil || n != 1 {
@@ -161,7 +162,7 @@ func TestReclaimRetriesADeadlockVictim(t *testing.T) {
 		if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitLeaseExpired(t, d.DB, id)
 		rule := inj.Add(faultdriver.Rule{Match: `(?s)UPDATE outbox_messages\s+SET status\s+= IF\(attempts >= max_attempts`, Err: deadlock, Times: c.deadlocks})
 		n, err := w.reclaimOnce(ctx)
 		if hits := rule.Hits(); hits != c.deadlocks {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // lockErrors counts the lock errors (1213 deadlock, 1205 lock wait timeout) that business
@@ -151,7 +152,7 @@ func TestOrderingEnqueueNeverDeadlockVictim(t *testing.T) {
 	}
 	wg.Wait()
 	// The workers keep up: every committed message is sent, so the results were written.
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d committed messages sent", committed.Load()), func() bool {
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d committed messages sent", committed.Load()), func() bool {
 		return countRows(t, db, "status = 'SENT'") >= int(committed.Load())
 	})
 	stop1()
@@ -265,7 +266,7 @@ func TestOrderingSameKeyTwiceBesideAWaiter(t *testing.T) {
 		done <- InTx(ctx, waiter, func(tx *sql.Tx) error { _, err := enqueue(tx); return err })
 	}()
 	// The waiter holds the key's named lock while it waits for the key's row.
-	waitFor(t, 10*time.Second, "the waiter holding the key's named lock", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the waiter holding the key's named lock", func() bool {
 		var holder sql.NullInt64
 		err := db.QueryRow("SELECT IS_USED_LOCK(CONCAT('outboxgen.key.', LEFT(SHA2(CONCAT(DATABASE(), '/', ?), 256), 46)))", "order-1").Scan(&holder)
 		return err == nil && holder.Valid

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // Reclaim, fences, Retry and Purge keep working for ordered rows. These tests take the two paths
@@ -73,10 +75,12 @@ func TestOrderingPurgeByFilterReleasesKey(t *testing.T) {
 	otherHead := enqueueOrderedN(t, db.DB, "ops_purge", "other", 1, 1, Delay(time.Hour))
 	otherNext := enqueueOrderedN(t, db.DB, "ops_purge", "other", 2, 1)
 
-	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
+	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
+	stop := start(t, w)
 	defer stop()
-	waitFor(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
-	time.Sleep(200 * time.Millisecond) // ample time for a wrongly released key to be claimed
+	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
+	sig.awaitClaims(3) // claims enough for a wrongly released key to be claimed
 	if st := statusOf(t, db, next); st != "PENDING" {
 		t.Fatalf("message behind the FAILED head is %s before the purge, want PENDING", st)
 	}
@@ -95,7 +99,7 @@ func TestOrderingPurgeByFilterReleasesKey(t *testing.T) {
 	if countQueue(t, db, head) != 0 {
 		t.Errorf("the purged head's queue entry is still there: its key stays held")
 	}
-	waitFor(t, 10*time.Second, "the purged head's successor handled", func() bool { return statusOf(t, db, next) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "the purged head's successor handled", func() bool { return statusOf(t, db, next) == "SENT" })
 
 	s, err = Stats(ctx, db)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // orderedPayload is what the ordering tests enqueue.
@@ -172,7 +174,7 @@ func TestOrderingStressCommitOrder(t *testing.T) {
 		total++
 	}
 	rows.Close()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d committed messages handled", total), func() bool { return log.total() >= total })
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d committed messages handled", total), func() bool { return log.total() >= total })
 	stop1()
 	stop2()
 
@@ -240,19 +242,21 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 	// A second type in the key's group: its message waits behind the held key but does not hold it.
 	r.Handle("ordered_tail", Policy{MaxAttempts: 1}, handle)
 	r.Handle("plain", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
-	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
+	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
+	stop := start(t, w)
 	head := enqueueOrdered(t, db.DB, "ordered", "held", 1)
-	waitFor(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
+	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
 	enqueueOrdered(t, db.DB, "ordered", "held", 2)
 	enqueueOrdered(t, db.DB, "ordered_tail", "held", 3)
 	enqueueOrdered(t, db.DB, "ordered", "free", 1)
 	plain := enqueueN(t, db.DB, "plain", 3)
-	waitFor(t, 10*time.Second, "the other key and the unordered messages handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the other key and the unordered messages handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 1 && countRows(t, db, "event_type = 'plain' AND status = 'SENT'") == len(plain)
 	})
-	time.Sleep(200 * time.Millisecond) // ample time for a wrongly released key to be claimed
+	sig.awaitClaims(3) // claims enough for a wrongly released key to be claimed
 	mu.Lock()
 	if strings.Join(order, ",") != "free/1" {
 		t.Errorf("handled %v while the key's head was FAILED, want only free/1", order)
@@ -282,7 +286,7 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 	if n, err := Retry(ctx, db, Filter{IDs: []MessageID{head}}); err != nil || n != 1 {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "the key released in order", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the key released in order", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 4
@@ -298,12 +302,12 @@ func TestOrderingFailedHeadHoldsItsKey(t *testing.T) {
 	mu.Unlock()
 	stop = start(t, newTestWorker(t, db.DB, r, Config{}))
 	head = enqueueOrdered(t, db.DB, "ordered", "purged", 1)
-	waitFor(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
+	testutil.Eventually(t, 10*time.Second, "the head FAILED", func() bool { return statusOf(t, db, head) == "FAILED" })
 	enqueueOrdered(t, db.DB, "ordered", "purged", 2)
 	if n, err := Purge(ctx, db.DB, PurgeFilter{Status: StatusFailed, IDs: []MessageID{head}}); err != nil || n != 1 {
 		t.Fatalf("Purge = %d, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "the successor handled after the purge", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the successor handled after the purge", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 1
@@ -330,7 +334,7 @@ func TestOrderingDelayedHeadHoldsItsKey(t *testing.T) {
 	defer stop()
 	enqueueOrdered(t, db.DB, "delayed", "k", 1, Delay(400*time.Millisecond))
 	enqueueOrdered(t, db.DB, "delayed", "k", 2)
-	waitFor(t, 10*time.Second, "both handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 2
@@ -367,7 +371,7 @@ func TestOrderingRollbackLeavesNoGap(t *testing.T) {
 	r.Handle("rb", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
 	defer stop()
-	waitFor(t, 10*time.Second, "delivered", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "delivered", func() bool { return statusOf(t, db, id) == "SENT" })
 }
 
 // A head whose worker died (claimed, never recorded) keeps its key until it is reclaimed and
@@ -404,7 +408,7 @@ func TestOrderingReclaimedHeadKeepsItsPlace(t *testing.T) {
 	enqueueOrdered(t, db.DB, "rc", "k", 2)
 	stop := start(t, newTestWorker(t, db.DB, r, Config{StaleAfter: 500 * time.Millisecond, ReclaimInterval: 50 * time.Millisecond}))
 	defer stop()
-	waitFor(t, 10*time.Second, "both handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 2
@@ -448,5 +452,5 @@ func TestOrderingKeysRunConcurrently(t *testing.T) {
 		t.Fatal("key b was not handled while key a's message was in its handler")
 	}
 	close(release)
-	waitFor(t, 10*time.Second, "key a done", func() bool { return statusOf(t, db, a) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "key a done", func() bool { return statusOf(t, db, a) == "SENT" })
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // An idle worker backs off to PollInterval: after a few empty claims it costs the database one
@@ -17,14 +19,20 @@ func TestIdleWorkerBacksOffToPollInterval(t *testing.T) {
 	r := NewRouter()
 	r.Handle("idle", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	w := newTestWorker(t, db.DB, r, Config{PollInterval: 300 * time.Millisecond, MinPollInterval: 5 * time.Millisecond})
+	sig := signals(t, w)
 	stop := start(t, w)
 	defer stop()
-	time.Sleep(time.Second) // 5, 10, 20, ... ms: the ramp to 300 ms is over within about 0.6 s
-	before := w.claims.Load()
-	time.Sleep(1500 * time.Millisecond)
-	// At PollInterval, 5 claims in 1.5 s; at MinPollInterval it would be 300.
-	if n := w.claims.Load() - before; n > 10 {
-		t.Errorf("an idle worker made %d claims in 1.5 s with PollInterval 300ms, want about 5", n)
+	// 5, 10, 20, 40, 80, 160 ms, then 300 ms: the ramp is over after 7 empty claims.
+	for range 7 {
+		sig.claimed.WaitOrTimeout()
+	}
+	began := time.Now()
+	for range 3 {
+		sig.claimed.WaitOrTimeout()
+	}
+	// At PollInterval, 3 claims take 900ms; at MinPollInterval they would take 15ms.
+	if took := time.Since(began); took < 600*time.Millisecond {
+		t.Errorf("an idle worker made 3 claims in %s with PollInterval 300ms, want about 900ms", took)
 	}
 }
 
@@ -48,6 +56,8 @@ func TestSteadyTrafficFromAnotherProcessIsNotPollBound(t *testing.T) {
 	defer stop()
 	producer := db.Open(t) // another pool: InTx on it wakes no worker, as in another process
 	committed := map[MessageID]time.Time{}
+	every := time.NewTicker(25 * time.Millisecond) // the traffic's pace: one message per 25ms
+	defer every.Stop()
 	for i := 0; i < 60; i++ {
 		var id MessageID
 		err := InTx(context.Background(), producer, func(tx *sql.Tx) error {
@@ -59,9 +69,9 @@ func TestSteadyTrafficFromAnotherProcessIsNotPollBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		committed[id] = time.Now()
-		time.Sleep(25 * time.Millisecond)
+		<-every.C
 	}
-	waitFor(t, 10*time.Second, "all handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handledAt) == len(committed)
@@ -95,9 +105,10 @@ func TestWakesAreCoalesced(t *testing.T) {
 		return nil
 	})
 	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute})
+	sig := signals(t, w)
 	stop := start(t, w)
 	defer stop()
-	time.Sleep(100 * time.Millisecond)
+	sig.claimed.WaitOrTimeout() // the first, empty claim
 	before := w.claims.Load()
 	const producers, each = 8, 40
 	var wg sync.WaitGroup
@@ -118,7 +129,7 @@ func TestWakesAreCoalesced(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 10*time.Second, "all handled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return handled == producers*each

@@ -94,13 +94,7 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 	linger.Stop()
 	for {
 		<-sink.notify
-		// An ordered message's key waits for this write (its successor is claimable only once
-		// it is recorded SENT): linger less, trading a little batching for the key's throughput.
-		if sink.holdsOrdered() {
-			linger.Reset(orderedFlushLinger)
-		} else {
-			linger.Reset(flushLinger)
-		}
+		linger.Reset(lingerFor(sink.holdsOrdered()))
 	gather:
 		for sink.len() < w.cfg.BatchSize && !sink.isClosed() {
 			select {
@@ -114,11 +108,13 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 		if len(batch) > 0 {
 			w.signalFreed() // backlog room for the claim loop
 			w.writeResults(ctx, batch)
+			w.testSignals.flushed.Signal(len(batch))
 		}
 		if closed {
 			// Results put before close are in batch; put refuses the rest.
 			if rest, _ := sink.take(); len(rest) > 0 {
 				w.writeResults(ctx, rest)
+				w.testSignals.flushed.Signal(len(rest))
 			}
 			return
 		}
@@ -132,7 +128,7 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 // up after a few quick tries, so Run can return. Refused writes (the row was reclaimed and is
 // no longer this claim's) are logged and counted; they change nothing.
 func (w *Worker) writeResults(ctx context.Context, batch []result) (written, refused int) {
-	return w.writeResultsUntil(ctx, batch, time.Now().Add(w.cfg.StaleAfter/2), func() bool {
+	return w.writeResultsUntil(ctx, batch, w.clock.Now().Add(w.cfg.StaleAfter/2), func() bool {
 		w.mu.Lock()
 		sink := w.sink
 		w.mu.Unlock()
@@ -163,7 +159,7 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 			}
 			return written, refused
 		}
-		if ctx.Err() != nil || time.Now().Add(pause).After(deadline) || (try >= 4 && shuttingDown()) {
+		if writeGivesUp(ctx.Err() != nil, w.clock.Now(), deadline, pause, try, shuttingDown) {
 			break
 		}
 		w.log.LogAttrs(ctx, slog.LevelWarn, "outbox result write failed; retrying",
@@ -172,7 +168,7 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 		case <-time.After(pause):
 		case <-ctx.Done():
 		}
-		pause = min(pause*2, 2*time.Second)
+		pause = nextWritePause(pause)
 	}
 	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
 	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",

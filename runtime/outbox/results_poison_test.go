@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // A handler error quoting a binary or Latin-1 body (invalid UTF-8) used to fail the last_error
@@ -28,7 +30,7 @@ func TestInvalidUTF8ErrorDoesNotPoisonTheBatch(t *testing.T) {
 	good := enqueueN(t, db.DB, "good", 20)
 	bad := enqueueN(t, db.DB, "binary_error", 1)[0]
 	stop := start(t, newTestWorker(t, db.DB, r, fastConfig(Config{StaleAfter: 3 * time.Minute})))
-	waitFor(t, 10*time.Second, "20 SENT and 1 FAILED", func() bool {
+	testutil.Eventually(t, 10*time.Second, "20 SENT and 1 FAILED", func() bool {
 		return countRows(t, db, "status='SENT'") == 20 && countRows(t, db, "status='FAILED'") == 1
 	})
 	stop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 func TestResultRecordedWithin100ms(t *testing.T) {
@@ -29,10 +30,11 @@ func TestResultRecordedWithin100ms(t *testing.T) {
 	start(t, w)
 	var ids []MessageID
 	for i := 0; i < 5; i++ { // one at a time: light load, where a result has no company
-		ids = append(ids, enqueueN(t, db.DB, "flush_latency", 1)...)
-		time.Sleep(30 * time.Millisecond)
+		id := enqueueN(t, db.DB, "flush_latency", 1)[0]
+		ids = append(ids, id)
+		testutil.Eventually(t, 5*time.Second, "the message SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	}
-	waitFor(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "event_type='flush_latency' AND status='SENT'") == len(ids) })
+	testutil.Eventually(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "event_type='flush_latency' AND status='SENT'") == len(ids) })
 	mu.Lock()
 	defer mu.Unlock()
 	// The worker waits at most flushLinger (20ms) before it starts the write; what the write
@@ -69,7 +71,7 @@ func TestResultWriteRetriedThroughHiccup(t *testing.T) {
 	w := newTestWorker(t, db, r, Config{})
 	ids := enqueueN(t, d.DB, "hiccup", 3)
 	start(t, w)
-	waitFor(t, 20*time.Second, "all SENT", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	testutil.Eventually(t, 20*time.Second, "all SENT", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
 	if rule.Hits() != 6 {
 		t.Fatalf("the injected failure fired %d times, want 6", rule.Hits())
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -183,7 +184,7 @@ func TestWorkerStopsClaimingWhenSchemaTurnsNewer(t *testing.T) {
 
 	next := SchemaVersion + 1
 	d.MustExec(t, fmt.Sprintf("ALTER TABLE outbox_messages COMMENT = 'outboxgen schema %d min %d'", next, next))
-	waitFor(t, 10*time.Second, "the schema incident", func() bool { return inc.count(incident.SchemaTooNew) > 0 })
+	testutil.Eventually(t, 10*time.Second, "the schema incident", func() bool { return inc.count(incident.SchemaTooNew) > 0 })
 	in := inc.first(incident.SchemaTooNew)
 	want := fmt.Sprintf("table outbox_messages is at schema version %d, newer than this outboxgen's %d", next, SchemaVersion)
 	if in.Err == nil || !strings.Contains(in.Err.Error(), want) || !strings.Contains(in.Err.Error(), "stops claiming") {
@@ -195,7 +196,7 @@ func TestWorkerStopsClaimingWhenSchemaTurnsNewer(t *testing.T) {
 	held := enqueueN(t, d.DB, "schema.e", 1)[0]
 	w.Wake()
 	from := obs.passes.Load()
-	waitFor(t, 10*time.Second, "five maintenance passes", func() bool { return obs.passes.Load() >= from+5 })
+	testutil.Eventually(t, 10*time.Second, "five maintenance passes", func() bool { return obs.passes.Load() >= from+5 })
 	if st := statusOf(t, d, held); st != "PENDING" {
 		t.Errorf("message enqueued after the re-mark is %s, want PENDING (the worker must not take it)", st)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // On shutdown, rows the worker claimed ahead of its free slots (prefetched) are given back at
@@ -52,7 +54,7 @@ func TestShutdownGivesBackUnstartedRows(t *testing.T) {
 
 	// Teach the worker that handlers are fast, so that its next claim takes more rows than slots.
 	warm := enqueueN(t, db.DB, "gb", 20)
-	waitFor(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
+	testutil.Eventually(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
 	block.Store(true)
 
 	// The backlog, committed at once (a plain transaction: no hand-off), an ordered pair first.
@@ -94,7 +96,7 @@ func TestShutdownGivesBackUnstartedRows(t *testing.T) {
 	cancel()
 	// At once: while the running handlers still hold their slots, every other backlog row is
 	// PENDING again, due now, attempts not counted.
-	waitFor(t, 3*time.Second, "unstarted rows given back", func() bool {
+	testutil.Eventually(t, 3*time.Second, "unstarted rows given back", func() bool {
 		now := dbNow(t, db)
 		for _, id := range backlog {
 			if run[id] {
@@ -141,7 +143,7 @@ func TestShutdownGivesBackUnstartedRows(t *testing.T) {
 
 	block.Store(false)
 	start(t, newTestWorker(t, db.DB, r, cfg))
-	waitFor(t, 10*time.Second, "backlog SENT", func() bool {
+	testutil.Eventually(t, 10*time.Second, "backlog SENT", func() bool {
 		return countRows(t, db, "status='SENT'") == len(warm)+len(backlog)
 	})
 	mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/queries"
 )
 
@@ -94,7 +95,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the version-1 worker never started the slow handler")
 	}
-	waitFor(t, 20*time.Second, "the version-1 worker's results (3 SENT, 2 FAILED, 1 retried then SENT)", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the version-1 worker's results (3 SENT, 2 FAILED, 1 retried then SENT)", func() bool {
 		return countRows(t, d, "status='SENT'") == 4 && countRows(t, d, "status='FAILED'") == 2
 	})
 	settled := append(append(append([]MessageID{retried, slow, later}, ok...), bad...), fresh...)
@@ -174,7 +175,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	// delivers what release 1's Enqueue writes there, while still holding the slow handler.
 	claimsAt := v1.claims.Load()
 	post := []MessageID{v1Insert(t, d, "ok", `{"post":1}`, "p:1", 0), v1Insert(t, d, "ok", `{"post":2}`, "p:2", 0)}
-	waitFor(t, 20*time.Second, "the version-1 worker's deliveries after the upgrade", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the version-1 worker's deliveries after the upgrade", func() bool {
 		return v1.claims.Load() > claimsAt+1 && statusOf(t, d, post[0]) == "SENT" && statusOf(t, d, post[1]) == "SENT" &&
 			countRows(t, d, fmt.Sprintf("status='SENT' AND id IN (%d,%d,%d,%d)", mid[0], mid[1], mid[2], mid[3])) == 4
 	})
@@ -183,7 +184,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	// handles and new messages, and leaves the held row to its lease.
 	stop := start(t, newTestWorker(t, d.Open(t), r, fastConfig(Config{})))
 	after := enqueueN(t, d.DB, "ok", 4)
-	waitFor(t, 20*time.Second, "new and version-1 \"new\" messages SENT", func() bool {
+	testutil.Eventually(t, 20*time.Second, "new and version-1 \"new\" messages SENT", func() bool {
 		for _, id := range append(append([]MessageID{}, after...), fresh...) {
 			if statusOf(t, d, id) != "SENT" {
 				return false
@@ -198,7 +199,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 	// The held handler returns: release 1's fenced SENT write, on its version-1 claim token,
 	// lands after the upgrade.
 	releaseSlow()
-	waitFor(t, 20*time.Second, "the held message's late result written", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the held message's late result written", func() bool {
 		_, ok := v1.landedOf(slow)
 		return ok
 	})
@@ -212,7 +213,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 
 	// The version-1 fleet is gone; this version's worker drains the rest.
 	more := enqueueN(t, d.DB, "ok", 3)
-	waitFor(t, 20*time.Second, "messages enqueued after the version-1 worker stopped SENT", func() bool {
+	testutil.Eventually(t, 20*time.Second, "messages enqueued after the version-1 worker stopped SENT", func() bool {
 		for _, id := range more {
 			if statusOf(t, d, id) != "SENT" {
 				return false

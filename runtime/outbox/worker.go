@@ -61,6 +61,8 @@ type Worker struct {
 	schema schemaGate
 
 	// Test seams.
+	testSignals      workerTestSignals
+	clock            clock               // realClock outside tests
 	jitter           func(n int64) int64 // uniform in [0, n]
 	afterClaimSelect func()              // inside the claim transaction, after the SELECT
 	claimFallbacks   atomic.Int64        // claims that fell back to the index scan
@@ -132,6 +134,7 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 		wake:     make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		inflight: map[MessageID]*inflight{},
+		clock:    realClock{},
 		jitter:   func(n int64) int64 { return mrand.Int64N(n + 1) },
 	}
 	return w, nil
@@ -213,7 +216,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("event_types", w.types), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("stale_after", w.cfg.StaleAfter))
 	w.claimLoop(ctx)
-	stopBy := time.Now().Add(w.cfg.ShutdownTimeout)
+	stopBy := w.clock.Now().Add(w.cfg.ShutdownTimeout)
 	w.mu.Lock()
 	w.accepting = false
 	unstarted := w.takeUnstartedLocked()
@@ -231,7 +234,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.dispatch.Wait()
 		close(done)
 	}()
-	deadline := time.NewTimer(time.Until(stopBy))
+	deadline := time.NewTimer(until(w.clock, stopBy))
 	defer deadline.Stop()
 	select {
 	case <-done:
@@ -248,7 +251,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// it, writes are cancelled, so an unreachable database cannot hold Run for minutes.
 	select {
 	case <-flushDone:
-	case <-time.After(max(time.Until(stopBy), shutdownGrace)):
+	case <-time.After(max(until(w.clock, stopBy), shutdownGrace)):
 		stopWrites()
 		<-flushDone
 	}
@@ -281,7 +284,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				return
 			case <-w.wake:
 				// Wakes in quick succession (InTx after every commit) share one claim.
-				if gap := wakeCoalesce - time.Since(lastClaim); gap > 0 {
+				if gap := wakeCoalesce - since(w.clock, lastClaim); gap > 0 {
 					poll.Stop()
 					poll.Reset(gap)
 					select {
@@ -309,14 +312,14 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.release(n)
 			return
 		}
-		seeking := backlog && !rescan && !seek.due.IsZero() && time.Since(scanned) < rescanEvery
+		seeking := seekNext(backlog, rescan, !seek.due.IsZero(), since(w.clock, scanned))
 		var from claimPos
 		if seeking {
 			from = seek
 		} else {
-			scanned = time.Now()
+			scanned = w.clock.Now()
 		}
-		lastClaim = time.Now()
+		lastClaim = w.clock.Now()
 		w.claims.Add(1)
 		w.mu.Lock()
 		w.claiming = n
@@ -325,6 +328,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		w.mu.Lock()
 		w.claiming = 0
 		w.mu.Unlock()
+		w.testSignals.claimed.Signal(got)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -336,20 +340,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if got > 0 {
 			seek = last
 		}
-		// A full claim, or one that left due rows past its windows (other claims held the rows
-		// it read), means more rows are due: claim again as soon as slots allow. A short claim
-		// that seeked may have passed rows due earlier: scan from the front at once.
-		full := err == nil && (got == n || (more && got > 0))
-		rescan = err == nil && seeking && !full
-		backlog = full || rescan
+		// more: other claims held the rows this one read, so due rows are left past its windows.
+		backlog, rescan = claimFollowUp(n, got, more, seeking, err != nil)
 		wait = !backlog
-		switch {
-		case err != nil:
-		case got > 0:
-			idle = w.cfg.MinPollInterval // rows are arriving: look again soon
-		default:
-			idle = min(2*idle, w.cfg.PollInterval) // nothing: back off towards PollInterval
-		}
+		idle = nextIdle(idle, got, err != nil, w.cfg.MinPollInterval, w.cfg.PollInterval)
 	}
 }
 
@@ -367,20 +361,17 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	}()
 	for {
 		w.mu.Lock()
-		prefetch := w.prefetchLocked()
-		full := min(w.cfg.BatchSize, w.cfg.Concurrency+prefetch)
-		want := 1
-		if backlog {
-			want = max(1, full/2)
-		}
-		n := min(w.free+prefetch, w.cfg.BatchSize, max(0, w.sinkCap-w.sink.len()))
-		if n >= full || (n >= want && (!backlog || gathered)) {
+		n, take, enough := reserveSlots(slotState{
+			free: w.free, prefetch: w.prefetchLocked(), batchSize: w.cfg.BatchSize,
+			concurrency: w.cfg.Concurrency, sinkRoom: w.sinkCap - w.sink.len(),
+		}, backlog, gathered)
+		if take {
 			w.free -= n
 			w.mu.Unlock()
 			return n
 		}
 		w.mu.Unlock()
-		if n >= want && gather == nil {
+		if enough && gather == nil {
 			gather = time.NewTimer(slotGather)
 		}
 		var gatherC <-chan time.Time
@@ -401,11 +392,7 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 // slots are expected to start within prefetchHorizon, from the running average of handler
 // durations. 0 until a handler has finished. w.mu is held.
 func (w *Worker) prefetchLocked() int {
-	if w.avgTook <= 0 {
-		return 0
-	}
-	n := float64(w.cfg.Concurrency) * float64(prefetchHorizon) / w.avgTook
-	return int(min(n, float64(w.cfg.BatchSize)))
+	return prefetchRows(w.avgTook, w.cfg.Concurrency, w.cfg.BatchSize)
 }
 
 func (w *Worker) release(n int) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -74,16 +75,10 @@ func start(t testing.TB, w *Worker) (stop func()) {
 	return stop
 }
 
-// waitFor polls cond until it holds or timeout passes.
+// waitFor is testutil.Eventually, for the tests written against this name.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, cond)
 }
 
 // incidents records reported incidents.
@@ -227,4 +222,29 @@ func (l *logRecords) find(msg string) (map[string]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// signals enables w's test signals and returns them; call it before start.
+func signals(t testing.TB, w *Worker) *workerTestSignals {
+	w.testSignals.init(t)
+	return &w.testSignals
+}
+
+// awaitClaims waits until n claims that began after this call have ended, so a test can
+// watch the worker poll n times instead of sleeping for a guess of n polls.
+func (s *workerTestSignals) awaitClaims(n int) {
+	s.claimed.Clear()
+	s.claimed.WaitOrTimeout() // may have begun before the Clear
+	for range n {
+		s.claimed.WaitOrTimeout()
+	}
+}
+
+// awaitLeaseExpired waits until the server's clock has passed id's reclaim_after: a reclaim
+// then returns the row. The lease runs on the server's clock, so no local timer can tell.
+func awaitLeaseExpired(t testing.TB, db DBTX, id MessageID) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the lease to expire", func() bool {
+		return dbNow(t, db).After(getRow(t, db, id).ReclaimAfter.Time)
+	})
 }

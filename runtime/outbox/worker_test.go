@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
@@ -29,6 +30,7 @@ func TestDeliverAfterCommitNeverAfterRollback(t *testing.T) {
 		return nil
 	})
 	w := newTestWorker(t, db.DB, r, Config{})
+	sig := signals(t, w)
 	start(t, w)
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -53,10 +55,10 @@ func TestDeliverAfterCommitNeverAfterRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "both messages SENT", func() bool {
+	testutil.Eventually(t, 5*time.Second, "both messages SENT", func() bool {
 		return statusOf(t, db, keyed) == "SENT" && statusOf(t, db, unkeyed) == "SENT"
 	})
-	time.Sleep(100 * time.Millisecond) // a few more polls: nothing else may arrive
+	sig.awaitClaims(3) // a few more polls: nothing else may arrive
 	if c.total() != 2 || c.of(keyed) != 1 || c.of(unkeyed) != 1 {
 		t.Fatalf("handler calls: total %d, keyed %d, unkeyed %d; want exactly one each and none for the rolled-back message",
 			c.total(), c.of(keyed), c.of(unkeyed))
@@ -125,7 +127,7 @@ func TestTwoWorkersDrain3000ExactlyOnce(t *testing.T) {
 	for _, w := range workers {
 		start(t, w)
 	}
-	waitFor(t, 60*time.Second, "3000 SENT", func() bool { return countRows(t, db, "status='SENT'") == total })
+	testutil.Eventually(t, 60*time.Second, "3000 SENT", func() bool { return countRows(t, db, "status='SENT'") == total })
 	for _, w := range workers {
 		_ = w
 	}
@@ -175,7 +177,7 @@ func TestAbandonedClaimReclaimedAndLateResultFenced(t *testing.T) {
 
 	alive := newTestWorker(t, db.Open(t), router(), Config{StaleAfter: 5 * time.Second, ReclaimInterval: 50 * time.Millisecond})
 	start(t, alive)
-	waitFor(t, 10*time.Second, "reclaimed and delivered by the other worker", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "reclaimed and delivered by the other worker", func() bool { return statusOf(t, db, id) == "SENT" })
 	sent := getRow(t, db, id)
 	if c.of(id) != 1 || sent.Attempts != 2 || sent.ClaimToken.String == got[0].token {
 		t.Fatalf("after reclaim: calls %d, row %+v; want one delivery, attempts 2 (the dead claim counted), a new token", c.of(id), sent)
@@ -210,9 +212,10 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 	started := make(chan MessageID, 3)
 	r := NewRouter()
 	// Finishes 300ms after shutdown begins, ignoring ctx: its result must still be recorded.
+	slowRelease := make(chan struct{})
 	r.Handle("slow_ok", Policy{Timeout: time.Second}, func(ctx context.Context, p json.RawMessage, d Delivery) error {
 		started <- d.MessageID
-		time.Sleep(300 * time.Millisecond)
+		<-slowRelease
 		return nil
 	})
 	// Waits for its context: cancelled at ShutdownTimeout, then given back.
@@ -244,6 +247,7 @@ func TestShutdownLetsInFlightFinishAndRecords(t *testing.T) {
 	// Due 200ms from now, in the middle of the shutdown window: claiming has stopped by then.
 	later := enqueueN(t, db.DB, "slow_ok", 1, Delay(200*time.Millisecond))[0]
 	began := time.Now()
+	time.AfterFunc(300*time.Millisecond, func() { close(slowRelease) })
 	stop()
 	took := time.Since(began)
 	if took < 600*time.Millisecond || took > 600*time.Millisecond+shutdownGrace+2*time.Second {
@@ -277,9 +281,10 @@ func TestInTxWakesWorker(t *testing.T) {
 		done <- time.Now()
 		return nil
 	})
-	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute})
+	w := newTestWorker(t, db.DB, r, Config{PollInterval: time.Minute, MinPollInterval: time.Minute})
+	sig := signals(t, w)
 	start(t, w)
-	time.Sleep(100 * time.Millisecond) // let the first (empty) claim pass; the worker now waits a minute
+	sig.claimed.WaitOrTimeout() // the first (empty) claim; the worker now waits a minute
 	began := time.Now()
 	err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
 		_, err := Enqueue(ctx, tx, Message{EventType: "wake", Payload: []byte(`{}`)})
@@ -336,7 +341,7 @@ func TestClaimNeverExceedsFreeSlots(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2, BatchSize: 100, Observer: obs})
 	enqueueN(t, db.DB, "slots", 10)
 	start(t, w)
-	waitFor(t, 5*time.Second, "two handlers running", func() bool { return running.Load() == 2 })
+	testutil.Eventually(t, 5*time.Second, "two handlers running", func() bool { return running.Load() == 2 })
 	time.Sleep(100 * time.Millisecond) // several polls with no free slot
 	if n := countRows(t, db, "status='PROCESSING'"); n != 2 {
 		t.Fatalf("%d rows PROCESSING with 2 dispatch slots busy, want 2: a claim must not take more rows than free slots", n)
@@ -348,7 +353,7 @@ func TestClaimNeverExceedsFreeSlots(t *testing.T) {
 		t.Fatalf("largest claim %d before any handler finished, want <= 2 (no handler duration known: no prefetch)", busyClaim)
 	}
 	close(release)
-	waitFor(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 10 })
+	testutil.Eventually(t, 5*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 10 })
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if peak.Load() > 2 || obs.handled[OutcomeSent] != 10 {
@@ -374,7 +379,7 @@ func TestPrefetchWithFastHandlers(t *testing.T) {
 	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2, BatchSize: 50, Observer: obs})
 	ids := enqueueN(t, db.DB, "prefetch", 400)
 	start(t, w)
-	waitFor(t, 20*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 400 })
+	testutil.Eventually(t, 20*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == 400 })
 	for _, id := range ids {
 		if n := c.of(id); n != 1 {
 			t.Fatalf("message %d handled %d times, want 1", id, n)
@@ -412,7 +417,7 @@ func TestStatsAfterWorkerScenario(t *testing.T) {
 	enqueueN(t, db.DB, "sc_ok", 5, Delay(time.Hour)) // pending, not due
 	start(t, w)
 	t.Cleanup(func() { close(hold) }) // runs before start's stop: cleanups run last-in first-out
-	waitFor(t, 5*time.Second, "scenario settled", func() bool {
+	testutil.Eventually(t, 5*time.Second, "scenario settled", func() bool {
 		return countRows(t, db, "status='SENT'") == 4 && countRows(t, db, "status='FAILED'") == 2 &&
 			countRows(t, db, "status='PROCESSING'") == 3
 	})
@@ -490,7 +495,7 @@ func TestEachIncidentIsOneErrorLine(t *testing.T) {
 			// HandlerHung twice: past its timeout, then abandoned at shutdown.
 			stop := start(t, w)
 			enqueueN(t, db.DB, "ignores_ctx", 1)
-			waitFor(t, 5*time.Second, "handler_hung error line", func() bool { return len(logs.errorLines()) == 2 })
+			testutil.Eventually(t, 5*time.Second, "handler_hung error line", func() bool { return len(logs.errorLines()) == 2 })
 			stop()
 			want = append(want, "outboxgen incident kind=handler_hung", "outboxgen incident kind=handler_hung")
 			if got := logs.errorLines(); !slices.Equal(got, want) {
@@ -520,7 +525,7 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
 	ids := enqueueN(t, d.DB, "outage", 3)
-	waitFor(t, 5*time.Second, "claim, reclaim and stuck watch failures logged", func() bool {
+	testutil.Eventually(t, 5*time.Second, "claim, reclaim and stuck watch failures logged", func() bool {
 		got := strings.Join(logs.errorLines(), "|")
 		return strings.Contains(got, "outbox claim failed") && strings.Contains(got, "outbox reclaim failed") && strings.Contains(got, "outbox stuck watch failed")
 	})
@@ -548,8 +553,8 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 
 	claims.Remove()
 	down.Remove()
-	waitFor(t, 10*time.Second, "all SENT after the database came back", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
-	waitFor(t, 5*time.Second, "recovery logged", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all SENT after the database came back", func() bool { return countRows(t, d, "status='SENT'") == len(ids) })
+	testutil.Eventually(t, 5*time.Second, "recovery logged", func() bool {
 		return logs.count("outbox claim recovered") == 1 && logs.count("outbox reclaim recovered") == 1
 	})
 	cancel()
