@@ -54,8 +54,12 @@ func idleWorkerConfig(c Config) Config {
 // waitIdle waits for the worker's first claim (Run claims once at start) to be done.
 func waitIdle(t *testing.T, w *Worker) int64 {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the first claim", func() bool { return w.claims.Load() >= 1 })
-	time.Sleep(50 * time.Millisecond)
+	// The first claim has ended and reserves no slot: a handoff now finds the worker idle.
+	waitFor(t, 10*time.Second, "the first claim to end", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.claims.Load() >= 1 && w.claiming == 0 && w.free == w.cfg.Concurrency
+	})
 	return w.claims.Load()
 }
 
