@@ -155,6 +155,46 @@ func TestWriterRead(t *testing.T) {
 	}
 }
 
+// ReadFrom reads on from where it stopped and leaves a line still being written for later.
+func TestReadFrom(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w1.jsonl")
+	if lines, next, err := ReadFrom(path, 0); err != nil || len(lines) != 0 || next != 0 {
+		t.Fatalf("no file yet: got %d lines, next %d, %v; want none at 0", len(lines), next, err)
+	}
+	w, err := Create(path, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(call(7, "seq:7", "t", 1)); err != nil {
+		t.Fatal(err)
+	}
+	lines, next, err := ReadFrom(path, 0)
+	if err != nil || len(lines) != 1 || lines[0].ID != 7 {
+		t.Fatalf("first read: got %+v, %v; want the call line of id 7", lines, err)
+	}
+	if lines, again, err := ReadFrom(path, next); err != nil || len(lines) != 0 || again != next {
+		t.Fatalf("nothing new: got %d lines, next %d (was %d), %v", len(lines), again, next, err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"t":"done","id":8,`); err != nil {
+		t.Fatal(err)
+	}
+	if lines, again, err := ReadFrom(path, next); err != nil || len(lines) != 0 || again != next {
+		t.Fatalf("a line being written: got %+v, next %d (was %d), %v; want it left for later", lines, again, next, err)
+	}
+	if _, err := f.WriteString(`"tok":"t"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if lines, _, err := ReadFrom(path, next); err != nil || len(lines) != 1 || lines[0].T != KindDone || lines[0].ID != 8 {
+		t.Fatalf("once written: got %+v, %v; want the done line of id 8", lines, err)
+	}
+}
+
 func TestCheckHistory(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	doneAt := func(id int64, tok string, ok bool, at time.Time) Line {

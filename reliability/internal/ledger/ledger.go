@@ -11,7 +11,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -119,6 +121,35 @@ func ReadFile(path string) (lines []Line, torn int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	return parse(path, b)
+}
+
+// ReadFrom reads the complete lines of one process's ledger file that start at byte offset off
+// or later, and returns the offset after the last of them: the offset to read from next. A
+// line still being written is left for that next read. A file not created yet has no lines.
+func ReadFrom(path string, off int64) (lines []Line, next int64, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, off, nil
+	}
+	if err != nil {
+		return nil, off, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, off, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, off, err
+	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
+	lines, _, err = parse(path, b)
+	return lines, off + int64(len(b)), err
+}
+
+// parse reads the lines of b, counting those that do not decode in torn.
+func parse(path string, b []byte) (lines []Line, torn int, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {

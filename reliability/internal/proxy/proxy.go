@@ -2,7 +2,8 @@
 // target, and the test can Pause the flow (both directions stall: a network partition that
 // TCP does not notice), Resume it, or Drop every open connection (both sides see a reset).
 // PauseAfter aims a pause at one moment of a client's conversation (say, just after the
-// server received a particular COMMIT, before its answer gets back).
+// server received a particular COMMIT, before its answer gets back). Answered tells when such
+// a moment has passed, and Held when a pause holds traffic, so a test waits on them.
 package proxy
 
 import (
@@ -25,14 +26,25 @@ type Proxy struct {
 	conns  map[*pair]struct{}
 	wg     sync.WaitGroup
 
+	watches []*watch // armed by Answered; removed once fired
+
 	accepted atomic.Int64
 	dropped  atomic.Int64
+	held     int // chunks read and waiting for Resume; guarded by mu
 }
 
 type pair struct {
 	client, server net.Conn
 	dead           atomic.Bool
 	primed         bool // this client sent the trap's first pattern (used by its client->server pipe only)
+}
+
+// watch is Answered's one-shot trigger. Its fields are guarded by the proxy's mu.
+type watch struct {
+	first, then []byte
+	primed      map[*pair]bool // connections that sent first
+	asked       map[*pair]bool // connections that sent then after first: their next answer fires
+	fired       chan struct{}
 }
 
 // trap is PauseAfter's one-shot trigger.
@@ -134,6 +146,9 @@ func (p *Proxy) pipe(pr *pair, dst, src net.Conn, upstream bool) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			if !upstream {
+				p.answered(pr)
+			}
 		}
 		if err != nil {
 			return // EOF, reset or closed by Drop: close both sides
@@ -141,10 +156,22 @@ func (p *Proxy) pipe(pr *pair, dst, src net.Conn, upstream bool) {
 	}
 }
 
+// Held is the number of chunks read from a connection and held by a pause: traffic that a
+// Drop now would cut off in flight.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
 // waitFlowing blocks while paused; false when the proxy is closed or pr was dropped.
 func (p *Proxy) waitFlowing(pr *pair) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if pr != nil && p.paused {
+		p.held++
+		defer func() { p.held-- }()
+	}
 	for p.paused && !p.closed && (pr == nil || !pr.dead.Load()) {
 		p.cond.Wait()
 	}
@@ -167,10 +194,45 @@ func (p *Proxy) PauseAfter(first, then []byte) <-chan struct{} {
 	return t.fired
 }
 
-// watch checks a chunk about to be delivered upstream against the armed trap.
+// Answered arms a one-shot watch: once a client has sent a chunk containing first and, in a
+// later chunk on that connection, one containing then, the channel is closed when the
+// server's next answer on that connection has been passed to the client. Traffic is not held.
+func (p *Proxy) Answered(first, then []byte) <-chan struct{} {
+	w := &watch{first: append([]byte(nil), first...), then: append([]byte(nil), then...),
+		primed: map[*pair]bool{}, asked: map[*pair]bool{}, fired: make(chan struct{})}
+	p.mu.Lock()
+	p.watches = append(p.watches, w)
+	p.mu.Unlock()
+	return w.fired
+}
+
+// answered fires the watches waiting for an answer on pr.
+func (p *Proxy) answered(pr *pair) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.watches[:0]
+	for _, w := range p.watches {
+		if w.asked[pr] {
+			close(w.fired)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	p.watches = kept
+}
+
+// watch checks a chunk about to be delivered upstream against the armed trap and watches.
 func (p *Proxy) watch(pr *pair, chunk []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, w := range p.watches {
+		if w.primed[pr] && bytes.Contains(chunk, w.then) {
+			w.asked[pr] = true
+		}
+		if bytes.Contains(chunk, w.first) {
+			w.primed[pr] = true
+		}
+	}
 	t := p.trap
 	if t == nil {
 		return

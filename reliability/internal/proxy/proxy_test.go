@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // echo starts a line-echo server and returns its address.
@@ -99,7 +101,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	if _, err := c2.Write([]byte("five\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	testutil.Eventually(t, 2*time.Second, "the pause to hold the written line", func() bool { return p.Held() == 1 })
 	p.Drop()
 	p.Resume()
 	if err := c2.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
@@ -108,6 +110,7 @@ func TestPauseResumeDrop(t *testing.T) {
 	if got, err := r2.ReadString('\n'); err == nil {
 		t.Fatalf("dropped while paused: got %q; want an error", got)
 	}
+	testutil.Eventually(t, 2*time.Second, "the dropped line to be let go", func() bool { return p.Held() == 0 })
 	if p.Dropped() != 2 || p.Accepted() != 2 {
 		t.Fatalf("accepted=%d dropped=%d, want 2 and 2", p.Accepted(), p.Dropped())
 	}
@@ -153,5 +156,54 @@ func TestPauseAfter(t *testing.T) {
 		if got, err := roundTrip(c, r, msg, 2*time.Second); err != nil || got != msg+"\n" {
 			t.Fatalf("after firing, %s: got %q, %v", msg, got, err)
 		}
+	}
+}
+
+// Answered fires once the server's answer to the watched request reached the client.
+func TestAnswered(t *testing.T) {
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	answered := p.Answered([]byte("mark"), []byte("commit"))
+	// "commit" before "mark" does not fire; "mark" alone neither.
+	for _, msg := range []string{"commit", "mark", "other"} {
+		if _, err := roundTrip(c, r, msg, 2*time.Second); err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		select {
+		case <-answered:
+			t.Fatalf("fired after %q; want it only after the answer to a commit that follows a mark", msg)
+		default:
+		}
+	}
+	p.Pause()
+	if _, err := c.Write([]byte("commit\n")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 2*time.Second, "the pause to hold the commit", func() bool { return p.Held() == 1 })
+	select {
+	case <-answered:
+		t.Fatal("fired while the commit was held; want it once the answer is through")
+	default:
+	}
+	p.Resume()
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the commit went through and the watch did not fire")
+	}
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.ReadString('\n'); err != nil || got != "commit\n" {
+		t.Fatalf("after resume: got %q, %v; want the echo", got, err)
 	}
 }
