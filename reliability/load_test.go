@@ -170,6 +170,18 @@ func (e *env) commitPositions(ctx context.Context, tx *sql.Tx, msgs []spec, recs
 // gen, and one in rollbackEvery transactions is rolled back. Errors are counted and the
 // enqueuers keep going (a restarting server is expected to fail some of them).
 func (e *env) load(ctx context.Context, n int, pause time.Duration, rollbackEvery int, gen func(r *rand.Rand) spec) *sync.WaitGroup {
+	return e.enqueuers(ctx, n, pause, func(r *rand.Rand) ([]spec, bool) {
+		msgs := make([]spec, 1+r.IntN(3))
+		for i := range msgs {
+			msgs[i] = gen(r)
+		}
+		return msgs, rollbackEvery > 0 && r.IntN(rollbackEvery) == 0
+	})
+}
+
+// enqueuers runs n goroutines until ctx is done, each enqueueing the messages of tx in one
+// transaction, committed or rolled back as tx says, then pausing, and again.
+func (e *env) enqueuers(ctx context.Context, n int, pause time.Duration, tx func(r *rand.Rand) (msgs []spec, rollback bool)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for g := 0; g < n; g++ {
 		wg.Add(1)
@@ -177,21 +189,29 @@ func (e *env) load(ctx context.Context, n int, pause time.Duration, rollbackEver
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
 			for ctx.Err() == nil {
-				k := 1 + r.IntN(3)
-				msgs := make([]spec, k)
-				for i := range msgs {
-					msgs[i] = gen(r)
-				}
+				msgs, rollback := tx(r)
 				// A short per-transaction deadline: a transaction stuck on a dead server fails
 				// and the enqueuer moves on, as an application request would.
 				tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = e.enqueueTx(tctx, msgs, rollbackEvery > 0 && r.IntN(rollbackEvery) == 0) // counted in enqErrors
+				_ = e.enqueueTx(tctx, msgs, rollback) // counted in enqErrors
 				cancel()
-				if pause > 0 {
-					time.Sleep(pause)
-				}
+				pace(ctx, pause)
 			}
 		}(g)
 	}
 	return &wg
+}
+
+// pace waits d or until ctx is done: the rhythm of a load or fault generator, not a wait for
+// something to happen.
+func pace(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -115,19 +115,24 @@ func (e *env) openCalls(proc string) int {
 // waitLine waits until proc's ledger holds a line of kind, or fails the test after timeout.
 func (e *env) waitLine(proc, kind string, timeout time.Duration) {
 	e.t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
-		ls, _, err := ledger.ReadFile(filepath.Join(e.dir, proc+".jsonl"))
-		if err == nil {
-			for _, l := range ls {
-				if l.T == kind {
-					return
-				}
-			}
+	var off int64
+	found := false
+	defer func() {
+		if !found {
+			e.t.Logf("%s: no %q line in its ledger (log below)\n%s", proc, kind, tail(filepath.Join(e.dir, proc+".log"), 30))
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: no %q line in its ledger after %v (log below)\n%s", proc, kind, timeout, tail(filepath.Join(e.dir, proc+".log"), 30))
+	}()
+	e.waitFor(timeout, fmt.Sprintf("a %q line in %s's ledger", kind, proc), func() bool {
+		lines, next, err := ledger.ReadFrom(e.ledgerPath(proc), off)
+		if err != nil {
+			e.t.Fatal(err)
 		}
-	}
+		off = next
+		for _, l := range lines {
+			found = found || l.T == kind
+		}
+		return found
+	})
 }
 
 // maxMem returns the largest heap-in-use and RSS samples per role prefix.

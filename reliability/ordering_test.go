@@ -79,21 +79,9 @@ func orderedTx(r *rand.Rand, keys []string) []spec {
 // orderedLoad runs n enqueuers of orderedTx until ctx is done; one transaction in
 // rollbackEvery is rolled back after its enqueues and its business update.
 func (e *env) orderedLoad(ctx context.Context, n int, pause time.Duration, rollbackEvery int, keys []string) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for g := 0; g < n; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
-			for ctx.Err() == nil {
-				tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = e.enqueueTx(tctx, orderedTx(r, keys), rollbackEvery > 0 && r.IntN(rollbackEvery) == 0) // counted in enqErrors
-				cancel()
-				time.Sleep(pause)
-			}
-		}(g)
-	}
-	return &wg
+	return e.enqueuers(ctx, n, pause, func(r *rand.Rand) ([]spec, bool) {
+		return orderedTx(r, keys), rollbackEvery > 0 && r.IntN(rollbackEvery) == 0
+	})
 }
 
 // openOrderedCalls counts proc's calls of ordered messages that have begun and not finished
@@ -161,15 +149,19 @@ func TestOrderingFaults(t *testing.T) {
 
 	rnd := rand.New(rand.NewPCG(8, uint64(time.Now().UnixNano())))
 	var killed []string
+	all := func() []*proc { return []*proc{live["w1"], live["w2"], live["w3"]} }
+	// Faults are paced by the load, as in the other fault scenarios: a kill comes once the
+	// last new incarnation has handled orderedGap messages, and after an outage every worker
+	// has, and the enqueuers commit again.
+	const orderedGap = 10
 	killOne := func() {
-		time.Sleep(time.Duration(300+rnd.IntN(300)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
 		// Mid-dispatch: the victim has an ordered call in flight.
 		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openOrderedCalls))
+		e.waitHandled(orderedGap, "it started", live[role])
 	}
 	var downs []string
 	outage := func(how string) {
-		time.Sleep(time.Second)
 		downAt := time.Now()
 		var err error
 		if how == "kill" {
@@ -180,7 +172,7 @@ func TestOrderingFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s server: %v", how, err)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the outage itself
 		sctx, cancel := context.WithTimeout(context.Background(), srv.Kind.StartTimeout())
 		err = srv.Start(sctx)
 		cancel()
@@ -191,8 +183,9 @@ func TestOrderingFaults(t *testing.T) {
 		for _, p := range live {
 			e.requireAlive(p)
 		}
+		e.waitLoad(orderedGap, "the "+how+" outage", all()...)
 	}
-	time.Sleep(500 * time.Millisecond)
+	e.waitHandled(orderedGap, "they started", all()...)
 	segments := len(outages) + 1
 	for s := 0; s < segments; s++ {
 		for i := s * kills / segments; i < (s+1)*kills/segments; i++ {
@@ -202,7 +195,6 @@ func TestOrderingFaults(t *testing.T) {
 			outage(outages[s])
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
 	stop()
 	wg.Wait()
 	for _, p := range live {
@@ -344,7 +336,8 @@ func TestSuiteCatchesDisorder(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	wg := e.orderedLoad(ctx, 4, 20*time.Millisecond, 8, keys)
-	time.Sleep(4 * time.Second)
+	// The load is a number of messages, enough for many of each key to meet in the workers.
+	e.waitFor(time.Minute, "the enqueuers to commit 1000 messages", func() bool { return e.committedCount() >= 1000 })
 	stop()
 	wg.Wait()
 	e.settle(settleTimeout)
@@ -378,11 +371,16 @@ func TestOrderingClaimAnsweredAfterLease(t *testing.T) {
 	}
 	t.Cleanup(func() { px.Close() })
 	flags := baseFlags("-concurrency", "1", "-batch", "1", "-ordered")
-	e.startWorker("w1", workerOpts{addr: px.Addr(), flags: flags})
-	// Let w1's first reclaim pass before its claim: a reclaim transaction caught by the pause
-	// while it holds the row would block w2's reclaim for the whole pause (RELIABILITY.md,
-	// Findings), and w2 could not take the row over.
-	time.Sleep(time.Second)
+	// w1's first reclaim must be over before its claim: a reclaim transaction caught by the
+	// pause while it holds the row would block w2's reclaim for the whole pause
+	// (RELIABILITY.md, Findings), and w2 could not take the row over.
+	reclaimed := px.Answered([]byte("-- name: MessageReclaimStale"), []byte("\x03COMMIT"))
+	w1 := e.startWorker("w1", workerOpts{addr: px.Addr(), flags: flags})
+	select {
+	case <-reclaimed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("w1's first reclaim never committed through the proxy")
+	}
 	fired := px.PauseAfter([]byte("-- name: MessageClaimMark"), []byte("\x03COMMIT"))
 	ctx := context.Background()
 	msg := func() []spec {
@@ -402,23 +400,33 @@ func TestOrderingClaimAnsweredAfterLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// w2 reclaims the head once the 2s lease has passed and handles both messages.
-	deadline := time.Now().Add(7 * time.Second)
-	for {
+	e.waitFor(7*time.Second, "w2 to handle both messages (2 SENT); if not, w2's reclaim may wait on a lock of w1's, held by the pause", func() bool {
 		var sent int
 		if err := e.db.QueryRow("SELECT COUNT(*) FROM outbox_messages WHERE status = 'SENT'").Scan(&sent); err != nil {
 			t.Fatal(err)
 		}
-		if sent == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("w2 did not handle both messages within 7s of the pause (%d SENT): was w2's reclaim waiting on a lock of w1's, held by the pause?", sent)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return sent == 2
+	})
 	held := time.Since(pausedAt)
 	px.Resume() // within the claim's 10s timeout: w1 gets its COMMIT's answer
-	time.Sleep(time.Second)
+	// w1 decides on the late claim: it gives it back (its log says so) or calls the handler
+	// (its ledger says so), which the order check below reports.
+	e.waitFor(10*time.Second, "w1 to give its late claim back or call its handler", func() bool {
+		b, err := os.ReadFile(filepath.Join(e.dir, w1.name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, _, err := ledger.ReadFile(e.ledgerPath(w1.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.T == ledger.KindCall {
+				return true
+			}
+		}
+		return strings.Contains(string(b), "outbox message given back")
+	})
 	_, lines, rows := e.check(true, fmt.Sprintf("w1's claim COMMIT answered after %v (lease 2s)", held.Round(time.Millisecond)))
 	ord := e.checkOrder(lines, rows)
 	summary := fmt.Sprintf("ordering_late_claim: claim answer held %v | %s", held.Round(time.Millisecond), ord)

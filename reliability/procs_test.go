@@ -77,9 +77,7 @@ func (p *proc) exited() bool {
 // incarnation of the role in its place, and returns the killed worker's name.
 func (e *env) killMidDispatch(live map[string]*proc, role string, opts workerOpts, inFlight func(proc string) int) string {
 	e.requireAlive(live[role])
-	for wait := time.Now(); time.Since(wait) < 3*time.Second && inFlight(live[role].name) == 0; {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll(3*time.Second, func() bool { return inFlight(live[role].name) > 0 })
 	e.kill9(live[role])
 	name := live[role].name
 	live[role] = e.startWorker(role, opts)

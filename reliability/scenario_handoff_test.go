@@ -17,9 +17,9 @@ import (
 // themselves (relworker -produce-rate: outbox.InTx on the *sql.DB their worker runs on, so a
 // message is inserted already claimed by that worker and dispatched from memory after the
 // commit, with no claim transaction; see runtime/outbox/handoff.go), at 100 messages/s each,
-// one transaction in 8 rolled back. Every 250-500ms one of them, picked at random, is killed
-// with SIGKILL once its ledger shows a handler call in flight, and a new incarnation started,
-// 20 times: a kill lands mid-call, between a commit and its dispatch, or between a commit and
+// one transaction in 8 rolled back. Once the last new incarnation has handled killGap
+// messages, one of them, picked at random, is killed with SIGKILL once its ledger shows a handler call in
+// flight, and a new incarnation started, 20 times: a kill lands mid-call, between a commit and its dispatch, or between a commit and
 // the ledger's outcome line (ambiguous: the table decides; relworker waits 10ms there, so that
 // some kills do). Then the producers stop (SIGUSR1),
 // the workers drain, and the usual checks run; on top, the handoff must really have carried
@@ -45,14 +45,13 @@ func TestHandoffKill(t *testing.T) {
 
 	rnd := rand.New(rand.NewPCG(9, uint64(time.Now().UnixNano())))
 	var killed []string
-	time.Sleep(500 * time.Millisecond)
+	e.waitHandled(killGap, "they started", live["w1"], live["w2"], live["w3"])
 	for i := 0; i < kills; i++ {
-		time.Sleep(time.Duration(250+rnd.IntN(250)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
 		// Mid-dispatch, as kill_worker does; here most calls in flight are handed off.
 		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openCalls))
+		e.waitHandled(killGap, "it started", live[role])
 	}
-	time.Sleep(500 * time.Millisecond)
 	// Stop the producers, not the workers: once each has written its pstop line, no enqueue
 	// is in flight. The start line comes after relworker set up its SIGUSR1 handler.
 	for _, r := range roles {

@@ -112,7 +112,7 @@ var (
 func (e *env) killer(ctx context.Context, hit func(string)) {
 	r := rand.New(rand.NewPCG(3, uint64(time.Now().UnixNano())))
 	for ctx.Err() == nil {
-		time.Sleep(time.Duration(2+r.IntN(8)) * time.Millisecond)
+		pace(ctx, time.Duration(2+r.IntN(8))*time.Millisecond)
 		// Not information_schema.PROCESSLIST: on MySQL its reads fail while any session runs a
 		// statement holding an emoji (see testdb.Sessions).
 		list, err := testdb.Sessions(ctx, srv.Admin())
@@ -195,6 +195,6 @@ func (e *env) blocker(ctx context.Context) {
 			e.t.Errorf("blocker: %v", err)
 			return
 		}
-		time.Sleep(time.Duration(50+r.IntN(100)) * time.Millisecond)
+		pace(ctx, time.Duration(50+r.IntN(100))*time.Millisecond)
 	}
 }

@@ -73,15 +73,18 @@ func runProxy(t *testing.T, e *env, cycles int, longOnly bool) string {
 	wg := e.load(ctx, 3, pause, 8, gen)
 
 	rnd := rand.New(rand.NewPCG(5, uint64(time.Now().UnixNano())))
-	var pauses, longPauses, drops int
+	var pauses, heldDrops, longPauses, drops int
 	// Every kind of fault at least cycles/3 times, in random order.
 	actions := make([]int, cycles)
 	for i := range actions {
 		actions[i] = i % 3
 	}
 	rnd.Shuffle(len(actions), func(i, j int) { actions[i], actions[j] = actions[j], actions[i] })
+	// Each fault comes once w1 has handled killGap messages through the proxy since its
+	// start, then since the previous fault.
+	after := "it started"
 	for i := 0; i < cycles; i++ {
-		time.Sleep(time.Duration(300+rnd.IntN(500)) * time.Millisecond)
+		e.waitHandled(killGap, after, w1)
 		action := actions[i]
 		if longOnly {
 			action = 0
@@ -89,25 +92,28 @@ func runProxy(t *testing.T, e *env, cycles int, longOnly bool) string {
 		switch action {
 		case 0: // a pause longer than the lease: w2 reclaims w1's rows; w1's late writes must be fenced off
 			px.Pause()
-			time.Sleep(2500 * time.Millisecond)
+			time.Sleep(2500 * time.Millisecond) // the fault itself: it must outlast the 2s lease
 			px.Resume()
 			longPauses++
-		case 1: // a short pause, then the connections are cut
+		case 1: // a short pause, then the connections are cut with a request of w1's in flight
 			px.Pause()
-			time.Sleep(time.Duration(100+rnd.IntN(400)) * time.Millisecond)
+			if poll(2*time.Second, func() bool { return px.Held() > 0 }) {
+				heldDrops++
+			}
 			drops += px.Drop()
 			px.Resume()
 			pauses++
 		default:
 			drops += px.Drop()
 		}
+		after = fmt.Sprintf("fault %d", i+1)
 	}
-	time.Sleep(time.Second)
+	e.waitHandled(killGap, after, w1)
 	stop()
 	wg.Wait()
 	e.requireAlive(w1, w2)
 	e.settle(settleTimeout)
-	faults := fmt.Sprintf("long pauses (2.5s > 2s lease) %d, short pause+drop %d, connections dropped %d", longPauses, pauses, drops)
+	faults := fmt.Sprintf("long pauses (2.5s > 2s lease) %d, short pause+drop %d (%d with a request held), connections dropped %d", longPauses, pauses, heldDrops, drops)
 	if longPauses == 0 || (!longOnly && drops == 0) {
 		t.Errorf("faults not injected: %s", faults)
 	}

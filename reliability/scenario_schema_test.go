@@ -127,21 +127,21 @@ func TestSchemaNewer(t *testing.T) {
 	// watched over 20 of its memory samples (2s: 4 maintenance passes, 20 polls).
 	enqueue(5)
 	held := pendingUnclaimed()
-	memLines := func() int {
-		ls, _, _ := ledger.ReadFile(filepath.Join(e.dir, w2.name+".jsonl"))
-		n := 0
+	off, samples := e.ledgerEnd(w2.name), 0
+	e.waitFor(30*time.Second, "20 memory samples in w2's ledger", func() bool {
+		e.requireAlive(w2)
+		ls, next, err := ledger.ReadFrom(e.ledgerPath(w2.name), off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = next
 		for _, l := range ls {
 			if l.T == ledger.KindMem {
-				n++
+				samples++
 			}
 		}
-		return n
-	}
-	for from, deadline := memLines(), time.Now().Add(30*time.Second); memLines() < from+20; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("w2 wrote fewer than 20 memory samples in 30s (log below)\n%s", tail(filepath.Join(e.dir, w2.name+".log"), 20))
-		}
-	}
+		return samples >= 20
+	})
 	e.requireAlive(w2)
 	still := pendingUnclaimed()
 	var taken []int64

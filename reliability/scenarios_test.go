@@ -22,6 +22,15 @@ var settleTimeout = func() time.Duration {
 	return 90 * time.Second
 }()
 
+// The fault scenarios pace their faults by the load, not by the clock: a fault comes once each
+// worker concerned has handled this many messages since the previous fault. After a kill that
+// is the new incarnation, which then runs with a claim or two behind it. After an outage of
+// the server it is every worker, so the next outage hits a load that runs again.
+const (
+	killGap   = 25
+	outageGap = 100
+)
+
 // mixedOK is the steady load of the fault scenarios: messages that succeed after a short piece
 // of work, so a fault often lands mid-dispatch.
 func mixedOK(r *rand.Rand) spec { return okMsg(5 + r.IntN(60)) }
@@ -45,13 +54,13 @@ func TestKillWorker(t *testing.T) {
 
 	rnd := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	var killed []string
-	time.Sleep(500 * time.Millisecond)
+	// A kill comes once the workers, the last new incarnation among them, carry the load.
+	e.waitHandled(killGap, "they started", live["w1"], live["w2"], live["w3"])
 	for i := 0; i < kills; i++ {
-		time.Sleep(time.Duration(250+rnd.IntN(250)) * time.Millisecond)
 		role := roles[rnd.IntN(len(roles))]
 		killed = append(killed, e.killMidDispatch(live, role, workerOpts{flags: flags}, e.openCalls))
+		e.waitHandled(killGap, "it started", live[role])
 	}
-	time.Sleep(500 * time.Millisecond)
 	stop()
 	wg.Wait()
 	for _, p := range live {
@@ -93,8 +102,10 @@ func TestRestartServer(t *testing.T) {
 		rounds = append(rounds, "stop", "kill", "stop", "kill")
 	}
 	var downs []string // per round: stop (or kill) until the server answered again
+	// An outage comes once the load runs: both workers handled outageGap messages and the
+	// enqueuers committed one since the start or the previous outage.
+	e.waitLoad(outageGap, "they started", w1, w2)
 	for i, how := range rounds {
-		time.Sleep(2 * time.Second)
 		before := e.committedCount()
 		downAt := time.Now()
 		var err error
@@ -106,7 +117,7 @@ func TestRestartServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %s server: %v", i, how, err)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the outage itself
 		sctx, cancel := context.WithTimeout(context.Background(), srv.Kind.StartTimeout())
 		err = srv.Start(sctx)
 		cancel()
@@ -117,8 +128,8 @@ func TestRestartServer(t *testing.T) {
 		downs = append(downs, down.String())
 		t.Logf("round %d (%s): %d committed before the stop; down %v", i, how, before, down)
 		e.requireAlive(w1, w2)
+		e.waitLoad(outageGap, fmt.Sprintf("outage %d", i+1), w1, w2)
 	}
-	time.Sleep(2 * time.Second)
 	stop()
 	wg.Wait()
 	e.requireAlive(w1, w2)

@@ -15,24 +15,25 @@ import (
 // SENT or FAILED), or fails after timeout with the counts.
 func (e *env) settle(timeout time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
 	var pending, processing int
+	var err error
+	settled := false
+	defer func() {
+		if !settled {
+			e.t.Logf("not settled: pending=%d processing=%d (last error %v)", pending, processing, err)
+		}
+	}()
 	lastLog := time.Now()
-	for {
+	e.waitFor(timeout, "every handled message to reach SENT or FAILED", throttled(100*time.Millisecond, func() bool {
 		if time.Since(lastLog) > 10*time.Second {
 			e.t.Logf("settling: pending=%d processing=%d", pending, processing)
 			lastLog = time.Now()
 		}
-		err := e.db.QueryRow(`SELECT CAST(COALESCE(SUM(status='PENDING'),0) AS SIGNED), CAST(COALESCE(SUM(status='PROCESSING'),0) AS SIGNED)
+		err = e.db.QueryRow(`SELECT CAST(COALESCE(SUM(status='PENDING'),0) AS SIGNED), CAST(COALESCE(SUM(status='PROCESSING'),0) AS SIGNED)
 			FROM outbox_messages WHERE event_type IN (?, ?, ?)`, eventType, orderedTypes[0], orderedTypes[1]).Scan(&pending, &processing)
-		if err == nil && pending == 0 && processing == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("not settled after %v: pending=%d processing=%d (last error %v)", timeout, pending, processing, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		settled = err == nil && pending == 0 && processing == 0
+		return settled
+	}))
 }
 
 // rows reads every row's final state.

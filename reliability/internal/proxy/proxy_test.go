@@ -41,6 +41,22 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// start starts a proxy in front of an echo server and connects a client through it.
+func start(t *testing.T) (*Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, c, bufio.NewReader(c)
+}
+
 func roundTrip(c net.Conn, r *bufio.Reader, msg string, wait time.Duration) (string, error) {
 	if err := c.SetDeadline(time.Now().Add(wait)); err != nil {
 		return "", err
@@ -52,17 +68,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, msg string, wait time.Duration) (str
 }
 
 func TestPauseResumeDrop(t *testing.T) {
-	p, err := Start(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	p, c, r := start(t)
 	if got, err := roundTrip(c, r, "one", 2*time.Second); err != nil || got != "one\n" {
 		t.Fatalf("flowing: got %q, %v; want the echo", got, err)
 	}
@@ -118,17 +124,7 @@ func TestPauseResumeDrop(t *testing.T) {
 
 // PauseAfter pauses right after the server got the trap's second request, holding its answer.
 func TestPauseAfter(t *testing.T) {
-	p, err := Start(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	p, c, r := start(t)
 	fired := p.PauseAfter([]byte("mark"), []byte("commit"))
 	// "commit" not right after "mark" does not fire; neither does "mark" alone.
 	for _, msg := range []string{"commit", "mark", "other", "commit", "mark"} {
@@ -161,17 +157,7 @@ func TestPauseAfter(t *testing.T) {
 
 // Answered fires once the server's answer to the watched request reached the client.
 func TestAnswered(t *testing.T) {
-	p, err := Start(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	p, c, r := start(t)
 	answered := p.Answered([]byte("mark"), []byte("commit"))
 	// "commit" before "mark" does not fire; "mark" alone neither.
 	for _, msg := range []string{"commit", "mark", "other"} {

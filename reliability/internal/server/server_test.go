@@ -18,6 +18,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // TestLifecycle, on the server kind OUTBOX_REL_SERVER names: data committed before a clean
@@ -116,25 +117,20 @@ func TestLifecycle(t *testing.T) {
 	// KILL QUERY on a sleeping query ends the query, not the session.
 	slept := make(chan error, 1)
 	go func() { slept <- conn.QueryRowContext(ctx, "SELECT SLEEP(30)").Scan(new(int)) }()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Eventually(t, 10*time.Second, "SELECT SLEEP(30) in the process list", func() bool {
 		// Not information_schema.PROCESSLIST: on MySQL its reads fail while any session runs a
 		// statement holding an emoji (see testdb.Sessions).
 		list, err := testdb.Sessions(ctx, s.Admin())
 		if err != nil {
 			t.Fatal(err)
 		}
-		sleeping := false
 		for _, ps := range list {
-			sleeping = sleeping || (ps.ID == id && bytes.HasPrefix(ps.Info, []byte("SELECT SLEEP")))
+			if ps.ID == id && bytes.HasPrefix(ps.Info, []byte("SELECT SLEEP")) {
+				return true
+			}
 		}
-		if sleeping {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("SELECT SLEEP(30) never showed up in the process list")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if err := s.KillConn(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
