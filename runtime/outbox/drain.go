@@ -41,6 +41,16 @@ func (w *Worker) Drain(ctx context.Context, opts DrainOptions) (DrainCounts, err
 		return counts, errors.New("outbox: Worker.Drain: the worker is running")
 	}
 	defer w.running.Store(false)
+	if opts.RetryNow {
+		// A route whose backoff is zero retries at once, and its log line says so.
+		saved := w.router
+		w.router = saved.snapshot()
+		for t, rt := range w.router.routes {
+			rt.policy.Backoff = Backoff{}
+			w.router.routes[t] = rt
+		}
+		defer func() { w.router = saved }()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return counts, fmt.Errorf("outbox: Worker.Drain: %w", err)
@@ -60,7 +70,7 @@ func (w *Worker) Drain(ctx context.Context, opts DrainOptions) (DrainCounts, err
 				res = w.handle(ctx, m)
 			}
 			if opts.RetryNow && res.outcome == OutcomeRetried && !res.givenBack {
-				res.delay = 0
+				res.delay = 0 // the handler's RetryAfter too
 			}
 			// The result is written even when ctx has ended: the handler's work is done, and a
 			// row left PROCESSING would wait for its lease.
