@@ -212,3 +212,25 @@ func TestDrainFailsWhenContextEnds(t *testing.T) {
 		t.Fatalf("handler called %d times, want 3 (none after ctx ended)", calls)
 	}
 }
+
+// TestDrainWithConfig: WithConfig's Middleware wraps the handlers, as a Worker's does.
+func TestDrainWithConfig(t *testing.T) {
+	t.Parallel()
+	db := outboxtest.Open(t)
+	var seen []string
+	mw := func(next outbox.HandlerFunc) outbox.HandlerFunc {
+		return func(ctx context.Context, p json.RawMessage, d outbox.Delivery) error {
+			seen = append(seen, d.EventType)
+			return next(ctx, p, d)
+		}
+	}
+	r := outbox.NewRouter()
+	r.Handle("job", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	enqueueRaw(t, db, "job", `{}`)
+	if got := outboxtest.Drain(context.Background(), t, db, r, outboxtest.WithConfig(outbox.Config{Middleware: []outbox.Middleware{mw}})); got != (outboxtest.DrainResult{Sent: 1}) {
+		t.Fatalf("Drain = %+v, want the job sent", got)
+	}
+	if !slices.Equal(seen, []string{"job"}) {
+		t.Fatalf("middleware saw %v, want the one job", seen)
+	}
+}
