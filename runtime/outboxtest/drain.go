@@ -48,7 +48,8 @@ func WithConfig(cfg outbox.Config) DrainOption {
 // unless RetriesNow. Messages of an ordering key are delivered in its order.
 //
 // Drain fails tb (Fatalf) when ctx ends first, when the database fails, or when r is not a
-// router a Worker accepts. db's DSN needs parseTime=true and loc=UTC, as a Worker's does (Open's
+// router a Worker accepts. A handler's context ends with ctx; one that ignores it holds Drain
+// until it returns. db's DSN needs parseTime=true and loc=UTC, as a Worker's does (Open's
 // has them).
 func Drain(ctx context.Context, tb testing.TB, db *sql.DB, r *outbox.Router, opts ...DrainOption) DrainResult {
 	tb.Helper()
