@@ -31,8 +31,7 @@ func Open(tb testing.TB) *sql.DB {
 	return d.DB
 }
 
-// resetTables are the statements that Reset runs, one per table that outbox.Migrate creates,
-// the tables that hold a message's references first.
+// resetTables are the statements that Reset runs, one per table that outbox.Migrate creates.
 var resetTables = []struct {
 	table string
 	reset func(context.Context, store.DBTX) error
