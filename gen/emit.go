@@ -66,6 +66,7 @@ func emitFileAt(m *file, v int) ([]byte, error) {
 			g.genEnqueue(e)
 			g.genRegister(e)
 			g.genDecode(e)
+			g.genDecodeMethod(e)
 		}
 	}
 	g.genRouter(m.outboxEvents())

@@ -177,6 +177,19 @@ func decodeWelcomeEmail(payload json.RawMessage) (WelcomeEmail, error) {
 	return e, c.Err()
 }
 
+// DecodeOutboxPayload sets *e to a stored welcome_email payload, decoded and checked
+// exactly as RegisterWelcomeEmail does before calling its handler (see
+// decodeWelcomeEmail). On an error *e is unchanged. runtime/outboxtest reads enqueued
+// messages with it.
+func (e *WelcomeEmail) DecodeOutboxPayload(payload []byte) error {
+	v, err := decodeWelcomeEmail(payload)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
+}
+
 // PaymentFailed is the payload of the "payment_failed" event (delivery: outbox).
 //
 // A charge for a subscription's invoice failed; the customer is told and billing retries.
@@ -301,6 +314,19 @@ func decodePaymentFailed(payload json.RawMessage) (PaymentFailed, error) {
 		o.Nullable("reasons")
 	}
 	return e, c.Err()
+}
+
+// DecodeOutboxPayload sets *e to a stored payment_failed payload, decoded and checked
+// exactly as RegisterPaymentFailed does before calling its handler (see
+// decodePaymentFailed). On an error *e is unchanged. runtime/outboxtest reads enqueued
+// messages with it.
+func (e *PaymentFailed) DecodeOutboxPayload(payload []byte) error {
+	v, err := decodePaymentFailed(payload)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
 }
 
 // OrderPlaced is the payload of the "order_placed" event (delivery: outbox).
@@ -433,6 +459,18 @@ func decodeOrderPlaced(payload json.RawMessage) (OrderPlaced, error) {
 		}
 	}
 	return e, c.Err()
+}
+
+// DecodeOutboxPayload sets *e to a stored order_placed payload, decoded and checked
+// exactly as RegisterOrderPlaced does before calling its handler (see decodeOrderPlaced).
+// On an error *e is unchanged. runtime/outboxtest reads enqueued messages with it.
+func (e *OrderPlaced) DecodeOutboxPayload(payload []byte) error {
+	v, err := decodeOrderPlaced(payload)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
 }
 
 // OrderPaid is the payload of the "order_paid" event (delivery: outbox).
@@ -568,6 +606,18 @@ func decodeOrderPaid(payload json.RawMessage) (OrderPaid, error) {
 		}
 	}
 	return e, c.Err()
+}
+
+// DecodeOutboxPayload sets *e to a stored order_paid payload, decoded and checked exactly
+// as RegisterOrderPaid does before calling its handler (see decodeOrderPaid). On an error
+// *e is unchanged. runtime/outboxtest reads enqueued messages with it.
+func (e *OrderPaid) DecodeOutboxPayload(payload []byte) error {
+	v, err := decodeOrderPaid(payload)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
 }
 
 // OrderShippedCarrier is the enum of field "order_shipped.carrier".
@@ -719,6 +769,19 @@ func decodeOrderShipped(payload json.RawMessage) (OrderShipped, error) {
 		o.Required("tracking_number")
 	}
 	return e, c.Err()
+}
+
+// DecodeOutboxPayload sets *e to a stored order_shipped payload, decoded and checked
+// exactly as RegisterOrderShipped does before calling its handler (see
+// decodeOrderShipped). On an error *e is unchanged. runtime/outboxtest reads enqueued
+// messages with it.
+func (e *OrderShipped) DecodeOutboxPayload(payload []byte) error {
+	v, err := decodeOrderShipped(payload)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
 }
 
 // OpsDBWriteFailed is the payload of the "ops_db_write_failed" event (delivery: direct).

@@ -1,0 +1,3 @@
+package shop
+
+//go:generate go run ../../cmd/outboxgen generate -f events.yaml
