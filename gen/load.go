@@ -85,6 +85,9 @@ type fieldDecl struct {
 	description string
 	values      []str // inline enum
 	valuesPos   *pos
+	// goName is go_name:, the field's Go name when the one derived from its name will not do
+	// (sku -> SKU); the wire name stays the field's name.
+	goName *str
 }
 
 // problems collects errors in the go build shape.
@@ -437,8 +440,10 @@ func (l *loader) fields(n *yaml.Node, what string) []*fieldDecl {
 		if !l.mapping(v, fwhat) {
 			return
 		}
-		l.keys(v, []string{"type", "go", "optional", "description", "values"}, func(key string, k, v *yaml.Node) {
+		l.keys(v, []string{"type", "go", "go_name", "optional", "description", "values"}, func(key string, k, v *yaml.Node) {
 			switch key {
+			case "go_name":
+				f.goName = l.scalar(v, fwhat+": go_name")
 			case "type":
 				f.typ = l.scalar(v, fwhat+": type")
 			case "go":

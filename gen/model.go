@@ -220,7 +220,7 @@ func enumValues(vals []str) []enumValue {
 func buildFields(fs []*fieldDecl, owner, ownerWire string, named map[string]*namedType, enums *[]*namedType) []*field {
 	out := make([]*field, 0, len(fs))
 	for _, fd := range fs {
-		fl := &field{wire: fd.name.v, goName: goName(fd.name.v), doc: fd.description, optional: fd.optional, at: fd.name.p}
+		fl := &field{wire: fd.name.v, goName: fieldGoName(fd), doc: fd.description, optional: fd.optional, at: fd.name.p}
 		switch {
 		case fd.goType != nil:
 			fl.typeAt = fd.goType.p
