@@ -38,6 +38,7 @@ type catalog struct {
 	events   []*eventDecl
 	present  map[string]bool // top-level keys written, even with a value that was rejected
 	eventsAt pos             // the events: key, where breaking reports a removed event
+	accepts  []acceptDecl    // accept_breaking: (accept.go)
 }
 
 type policyDecl struct {
@@ -156,7 +157,7 @@ func load(src []byte, ps *problems) *catalog {
 		return nil
 	}
 	c := &catalog{root: nodePos(root), present: map[string]bool{}}
-	l.keys(root, []string{"version", "package", "output", "defaults", "types", "events"}, func(key string, k, v *yaml.Node) {
+	l.keys(root, []string{"version", "package", "output", "defaults", "types", "events", "accept_breaking"}, func(key string, k, v *yaml.Node) {
 		c.present[key] = true
 		switch key {
 		case "version":
@@ -179,6 +180,8 @@ func load(src []byte, ps *problems) *catalog {
 				c.present["events:entries"] = len(v.Content) > 0
 				l.entries(v, func(k, v *yaml.Node) { c.events = append(c.events, l.eventDecl(k, v)) })
 			}
+		case "accept_breaking":
+			c.accepts = l.acceptBreaking(v)
 		}
 	})
 	return c
