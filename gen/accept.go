@@ -88,8 +88,8 @@ func (l *loader) acceptBreaking(n *yaml.Node) []acceptDecl {
 	return out
 }
 
-// Acceptance is an accept_breaking: entry, or an --accept id given on the command line (Line
-// 0), that matched a breaking change.
+// Acceptance is an accept_breaking: entry, or an --accept id given on the command line (no
+// reason, Line 0), that matched a breaking change.
 type Acceptance struct {
 	ID, Reason string
 	Line, Col  int
@@ -116,7 +116,7 @@ func (b *breaker) accept(rep *BreakingReport, om, nm *file, flags []string) {
 	}
 	for _, id := range flags {
 		if byID[id] == nil {
-			byID[id] = &Acceptance{ID: id, Reason: "--accept"}
+			byID[id] = &Acceptance{ID: id}
 		}
 	}
 	for i := range rep.All {
