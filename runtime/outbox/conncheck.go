@@ -41,9 +41,9 @@ func checkClock(ctx context.Context, db DBTX) error {
 }
 
 // The instants at which a driver zone must have a zero offset. Every time the runtime reads
-// was written by the database clock, so a century either side of now covers them with room
-// to spare; walking further would also find the local mean times that zones such as
-// Africa/Abidjan kept before their first rule.
+// was written by the database clock, so 1900 to 2200 covers them with room to spare; walking
+// further back would also find the local mean times that zones such as Africa/Abidjan kept
+// before their first rule.
 var (
 	zoneFrom = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
 	zoneTo   = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
