@@ -50,13 +50,43 @@ import (
 // previous deploy, and consumers built from the old AsyncAPI document, refuse a value the old
 // type cannot hold (a new enum value, an int64 over the int32 range, a null in a field that was
 // required). Deploy the readers first, then start writing such values.
+//
+// Not on the wire, so not compared: a field's Go name (go_name), which the compiler checks.
+//
+// Each change has an id (BreakingChange.ID) by which a team accepts one it means to make
+// (accept.go).
 
 // BreakingReport is what Breaking found.
 type BreakingReport struct {
-	// Changes are the breaking changes, each at a position in the new catalog, in file order.
+	// Changes are the breaking changes that no acceptance matched, each at a position in the
+	// new catalog, in file order: each fails the comparison.
 	Changes ErrorList
+	// All are every breaking change found, accepted or not, in file order, with their ids.
+	All []BreakingChange
+	// Stale are the accept_breaking: entries added in the new catalog that match no change;
+	// StaleFlags the same for the ids given to Breaking. Each fails the comparison.
+	Stale      ErrorList
+	StaleFlags []string
 	// Compared counts the outbox events both versions declare; Added the new catalog's others.
 	Compared, Added int
+}
+
+// BreakingChange is one breaking change: where and what, its id, and the acceptance that
+// matched it, if one did.
+type BreakingChange struct {
+	*Error
+	// ID names the change in accept_breaking: (and --accept): what changed, in wire names,
+	// without the position or the text of the message, so it stays the same while the catalog
+	// around it is edited. Examples: "event order_placed field note removed", "type money field
+	// amount type changed", "type status enum value \"shipped\" removed".
+	ID       string
+	Accepted *Acceptance
+}
+
+// Failed reports whether the comparison fails: a change no acceptance matched, or a stale
+// acceptance.
+func (r *BreakingReport) Failed() bool {
+	return len(r.Changes) > 0 || len(r.Stale) > 0 || len(r.StaleFlags) > 0
 }
 
 // AgainstError is an invalid catalog given as the version to compare against: its problems,
@@ -68,8 +98,9 @@ func (e *AgainstError) Error() string { return e.List.Error() }
 // Breaking compares the catalog src, named catalogPath as in Generate, with an earlier
 // version old, named oldName in messages (a path, or a git revision and path). An invalid src
 // gives its ErrorList, as Check does; an invalid old gives an *AgainstError. {go:} key types
-// of both versions are looked up from catalogPath's directory.
-func Breaking(catalogPath string, src []byte, oldName string, old []byte) (*BreakingReport, error) {
+// of both versions are looked up from catalogPath's directory. A change whose id is in accept,
+// or in an accept_breaking: entry src adds (accept.go), is accepted.
+func Breaking(catalogPath string, src []byte, oldName string, old []byte, accept ...string) (*BreakingReport, error) {
 	nm, err := parse(catalogPath, src)
 	if err != nil {
 		return nil, err
@@ -82,10 +113,13 @@ func Breaking(catalogPath string, src []byte, oldName string, old []byte) (*Brea
 		}
 		return nil, err
 	}
-	b := &breaker{ps: &problems{path: catalogPath, lines: lineCount(src)}, oldName: oldName, seen: map[[2]*namedType]bool{}}
+	b := &breaker{ps: &problems{path: catalogPath, lines: lineCount(src)}, oldName: oldName, seen: map[[2]*namedType]bool{}, ids: map[*Error]string{}}
 	rep := b.compare(om, nm)
 	b.ps.list.sort()
-	rep.Changes = b.ps.list
+	for _, e := range b.ps.list {
+		rep.All = append(rep.All, BreakingChange{Error: e, ID: b.ids[e]})
+	}
+	b.accept(rep, om, nm, accept)
 	return rep, nil
 }
 
@@ -93,6 +127,13 @@ type breaker struct {
 	ps      *problems
 	oldName string
 	seen    map[[2]*namedType]bool // named types compared already: (old, new)
+	ids     map[*Error]string      // each change's id
+}
+
+// add reports a breaking change at p, with its id.
+func (b *breaker) add(p pos, id, format string, args ...any) {
+	b.ps.add(p, format, args...)
+	b.ids[b.ps.list[len(b.ps.list)-1]] = id
 }
 
 func (b *breaker) oldLine(p pos) string { return fmt.Sprintf("line %d of %s", p.line, b.oldName) }
@@ -111,16 +152,16 @@ func (b *breaker) compare(om, nm *file) *BreakingReport {
 		case ne == nil && oe.direct:
 			// Never stored, never relayed: its callers fail to compile.
 		case ne == nil:
-			b.ps.add(nm.eventsAt, "event %q removed (%s): its pending rows are never claimed again (they stay PENDING), and its consumers stop receiving it; drain it first (outboxgen status shows none pending), or keep it", oe.wire, b.oldLine(oe.at))
+			b.add(nm.eventsAt, "event "+oe.wire+" removed", "event %q removed (%s): its pending rows are never claimed again (they stay PENDING), and its consumers stop receiving it; drain it first (outboxgen status shows none pending), or keep it", oe.wire, b.oldLine(oe.at))
 		case oe.direct != ne.direct:
 			at := ne.at
 			if ne.deliveryAt != nil {
 				at = *ne.deliveryAt
 			}
 			if ne.direct {
-				b.ps.add(at, "event %q: delivery changed from outbox to direct: its pending rows are never claimed again, and relays and their consumers stop receiving it", ne.wire)
+				b.add(at, "event "+ne.wire+" delivery changed to direct", "event %q: delivery changed from outbox to direct: its pending rows are never claimed again, and relays and their consumers stop receiving it", ne.wire)
 			} else {
-				b.ps.add(at, "event %q: delivery changed from direct to outbox: it is now stored and relayed, callers of Send%s must enqueue it in a transaction, and a worker must handle it", ne.wire, ne.goName)
+				b.add(at, "event "+ne.wire+" delivery changed to outbox", "event %q: delivery changed from direct to outbox: it is now stored and relayed, callers of Send%s must enqueue it in a transaction, and a worker must handle it", ne.wire, ne.goName)
 			}
 		case oe.direct:
 			// A direct payload is never stored nor relayed: the compiler checks its callers.
@@ -128,7 +169,7 @@ func (b *breaker) compare(om, nm *file) *BreakingReport {
 			rep.Compared++
 			b.key(oe, ne)
 			b.ordering(oe, ne)
-			b.fields(fmt.Sprintf("event %q", ne.wire), ne.at, oe.fields, ne.fields)
+			b.fields(fmt.Sprintf("event %q", ne.wire), "event "+ne.wire, ne.at, oe.fields, ne.fields)
 		}
 	}
 	for _, ne := range nm.events {
@@ -157,10 +198,10 @@ func (b *breaker) key(oe, ne *event) {
 		at = *ne.keyAt
 	}
 	if len(nk) == 0 {
-		b.ps.add(at, "event %q: idempotency_key [%s] removed (%s): new messages get msg:<id> keys, so deduplication by key (outbox.Once, JetStream's Nats-Msg-Id) no longer recognises a logical event sent twice", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.keyAt))
+		b.add(at, "event "+ne.wire+" idempotency_key removed", "event %q: idempotency_key [%s] removed (%s): new messages get msg:<id> keys, so deduplication by key (outbox.Once, JetStream's Nats-Msg-Id) no longer recognises a logical event sent twice", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.keyAt))
 		return
 	}
-	b.ps.add(at, "event %q: idempotency_key changed from [%s] to [%s] (%s): new messages of a logical event get another key than its pending ones, so outbox.Once and JetStream's duplicate window no longer match them", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.keyAt))
+	b.add(at, "event "+ne.wire+" idempotency_key changed", "event %q: idempotency_key changed from [%s] to [%s] (%s): new messages of a logical event get another key than its pending ones, so outbox.Once and JetStream's duplicate window no longer match them", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.keyAt))
 }
 
 func orderingNames(e *event) []string {
@@ -186,15 +227,15 @@ func (b *breaker) ordering(oe, ne *event) {
 	case len(ok) == 0 && len(nk) == 0:
 		return
 	case len(ok) == 0:
-		b.ps.add(*ne.orderingAt, "event %q: ordering_key [%s] added: the messages pending from before have no ordering key, so a new message of an aggregate can be handled before or beside an older one, and runtime/outboxkafka's record key becomes the ordering key (another partition than the aggregate's older records); drain the event first (outboxgen status shows none pending)", ne.wire, strings.Join(nk, ", "))
+		b.add(*ne.orderingAt, "event "+ne.wire+" ordering_key added", "event %q: ordering_key [%s] added: the messages pending from before have no ordering key, so a new message of an aggregate can be handled before or beside an older one, and runtime/outboxkafka's record key becomes the ordering key (another partition than the aggregate's older records); drain the event first (outboxgen status shows none pending)", ne.wire, strings.Join(nk, ", "))
 		return
 	case len(nk) == 0:
-		b.ps.add(ne.at, "event %q: ordering_key [%s] removed (%s): new messages are no longer handled one at a time in commit order, neither with each other nor with the pending messages of their key, and runtime/outboxkafka's record key becomes the idempotency key (another partition)", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.orderingAt))
+		b.add(ne.at, "event "+ne.wire+" ordering_key removed", "event %q: ordering_key [%s] removed (%s): new messages are no longer handled one at a time in commit order, neither with each other nor with the pending messages of their key, and runtime/outboxkafka's record key becomes the idempotency key (another partition)", ne.wire, strings.Join(ok, ", "), b.oldLine(*oe.orderingAt))
 		return
 	}
 	const apart = "new messages get other keys than the pending ones of the same aggregate, so old and new messages are no longer ordered together, and their Kafka records (keyed by the ordering key) go to other partitions"
 	if !slices.Equal(ok, nk) {
-		b.ps.add(*ne.orderingAt, "event %q: ordering_key changed from [%s] to [%s] (%s): %s", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.orderingAt), apart)
+		b.add(*ne.orderingAt, "event "+ne.wire+" ordering_key changed", "event %q: ordering_key changed from [%s] to [%s] (%s): %s", ne.wire, strings.Join(ok, ", "), strings.Join(nk, ", "), b.oldLine(*oe.orderingAt), apart)
 	}
 	if oe.group != ne.group {
 		at, oldAt := *ne.orderingAt, *oe.orderingAt
@@ -204,13 +245,13 @@ func (b *breaker) ordering(oe, ne *event) {
 		if oe.groupAt != nil {
 			oldAt = *oe.groupAt
 		}
-		b.ps.add(at, "event %q: ordering group changed from %s to %s (%s): %s", ne.wire, groupText(oe), groupText(ne), b.oldLine(oldAt), apart)
+		b.add(at, "event "+ne.wire+" ordering_group changed", "event %q: ordering group changed from %s to %s (%s): %s", ne.wire, groupText(oe), groupText(ne), b.oldLine(oldAt), apart)
 	}
 }
 
-// fields compares the fields of an event or a struct type; what names it, owner is where a
-// removed field is reported (the event's or the type's name).
-func (b *breaker) fields(what string, owner pos, ofs, nfs []*field) {
+// fields compares the fields of an event or a struct type; what names it in messages, id in
+// change ids, owner is where a removed field is reported (the event's or the type's name).
+func (b *breaker) fields(what, id string, owner pos, ofs, nfs []*field) {
 	newFields := map[string]*field{}
 	for _, f := range nfs {
 		newFields[f.wire] = f
@@ -224,20 +265,21 @@ func (b *breaker) fields(what string, owner pos, ofs, nfs []*field) {
 			if !of.optional {
 				why = "workers still on the old catalog refuse new rows without it, and consumers lose it"
 			}
-			b.ps.add(owner, "%s: field %q removed (%s): %s", what, of.wire, b.oldLine(of.at), why)
+			b.add(owner, id+" field "+of.wire+" removed", "%s: field %q removed (%s): %s", what, of.wire, b.oldLine(of.at), why)
 			continue
 		}
 		fwhat := fmt.Sprintf("%s: field %q", what, nf.wire)
+		fid := id + " field " + nf.wire
 		if of.optional && !nf.optional {
-			b.ps.add(nf.at, "%s is no longer optional: stored rows where it is null, or that were written before it existed, fail to decode", fwhat)
+			b.add(nf.at, fid+" made required", "%s is no longer optional: stored rows where it is null, or that were written before it existed, fail to decode", fwhat)
 		}
-		if !b.compatible(fwhat, of.t, nf.t) {
-			b.ps.add(nf.typeAt, "%s: type changed from %s to %s (%s): stored values may not decode as %s", fwhat, typeText(of.t), typeText(nf.t), b.oldLine(of.typeAt), typeText(nf.t))
+		if !b.compatible(fwhat, fid, of.t, nf.t) {
+			b.add(nf.typeAt, fid+" type changed", "%s: type changed from %s to %s (%s): stored values may not decode as %s", fwhat, typeText(of.t), typeText(nf.t), b.oldLine(of.typeAt), typeText(nf.t))
 		}
 	}
 	for _, nf := range nfs {
 		if oldFields[nf.wire] == nil && !nf.optional {
-			b.ps.add(nf.at, "%s: new field %q is required: rows stored without it fail to decode (missing); declare it optional: true", what, nf.wire)
+			b.add(nf.at, id+" field "+nf.wire+" added as required", "%s: new field %q is required: rows stored without it fail to decode (missing); declare it optional: true", what, nf.wire)
 		}
 	}
 }
@@ -253,7 +295,7 @@ var widens = map[string][]string{
 
 // compatible reports whether every stored value of ot decodes as nt. Changes inside named
 // types (a removed enum value, a struct's field) are reported by named, at those types.
-func (b *breaker) compatible(what string, ot, nt *goType) bool {
+func (b *breaker) compatible(what, id string, ot, nt *goType) bool {
 	if nt.kind == kBuiltin && nt.builtin == "json" {
 		return true
 	}
@@ -262,14 +304,14 @@ func (b *breaker) compatible(what string, ot, nt *goType) bool {
 		if ot.named.enum != nt.named.enum {
 			return false
 		}
-		b.named(what, ot.named, nt.named)
+		b.named(what, id, ot.named, nt.named)
 		return true
 	case ot.kind == kNamed && ot.named.enum:
 		return nt.kind == kBuiltin && nt.builtin == "string"
 	case ot.kind != nt.kind:
 		return false
 	case ot.kind == kSlice, ot.kind == kMap:
-		return b.compatible(what, ot.elem, nt.elem)
+		return b.compatible(what, id, ot.elem, nt.elem)
 	case ot.kind == kGo:
 		return ot.path == nt.path && ot.name == nt.name
 	}
@@ -277,8 +319,8 @@ func (b *breaker) compatible(what string, ot, nt *goType) bool {
 }
 
 // named compares two structs or two enums, once per pair. A type from types: reports at its
-// own name; an inline enum at the field that declares it (what).
-func (b *breaker) named(what string, ot, nt *namedType) {
+// own name; an inline enum at the field that declares it (what, id).
+func (b *breaker) named(what, id string, ot, nt *namedType) {
 	pair := [2]*namedType{ot, nt}
 	if b.seen[pair] {
 		return
@@ -286,14 +328,15 @@ func (b *breaker) named(what string, ot, nt *namedType) {
 	b.seen[pair] = true
 	if !nt.inline {
 		what = fmt.Sprintf("type %q", nt.wire)
+		id = "type " + nt.wire
 	}
 	if !nt.enum {
-		b.fields(what, nt.at, ot.fields, nt.fields)
+		b.fields(what, id, nt.at, ot.fields, nt.fields)
 		return
 	}
 	for _, ov := range ot.values {
 		if !slices.ContainsFunc(nt.values, func(v enumValue) bool { return v.wire == ov.wire }) {
-			b.ps.add(nt.at, "%s: enum value %q removed (%s): stored rows that hold it fail to decode", what, ov.wire, b.oldLine(ov.at))
+			b.add(nt.at, fmt.Sprintf("%s enum value %q removed", id, ov.wire), "%s: enum value %q removed (%s): stored rows that hold it fail to decode", what, ov.wire, b.oldLine(ov.at))
 		}
 	}
 }

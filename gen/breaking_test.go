@@ -57,6 +57,8 @@ func TestBreaking(t *testing.T) {
 		{name: "enums to string", edits: []string{"status: status", "status: string", "{type: enum, values: [web, app]}", "string"}},
 		{name: "named enum to inline enum", edits: []string{"status: status", "status: {type: enum, values: [open, shipped]}"}},
 		{name: "anything to json", edits: []string{`tags: "[]string"`, "tags: json", "total: money", "total: json"}},
+		// The Go name is not on the wire: Go callers fail to compile, nothing stored changes.
+		{name: "a field's Go name", edits: []string{"qty: int32", "qty: {type: int32, go_name: Quantity}", "amount: int64", "amount: {type: int64, go_name: Cents}"}},
 		{name: "made optional", edits: []string{`tags: "[]string"`, `tags: {type: "[]string", optional: true}`}},
 		{name: "type renamed, same fields", edits: []string{"  money:\n", "  amount_type:\n", "total: money", "total: amount_type"}},
 		{name: "idempotency key added", edits: []string{"fields: {order_id: string, ref: {go: encoding/json.Number}}", "fields: {order_id: string, ref: {go: encoding/json.Number}}\n    idempotency_key: [order_id]"}},

@@ -38,6 +38,7 @@ type catalog struct {
 	events   []*eventDecl
 	present  map[string]bool // top-level keys written, even with a value that was rejected
 	eventsAt pos             // the events: key, where breaking reports a removed event
+	accepts  []acceptDecl    // accept_breaking: (accept.go)
 }
 
 type policyDecl struct {
@@ -85,6 +86,9 @@ type fieldDecl struct {
 	description string
 	values      []str // inline enum
 	valuesPos   *pos
+	// goName is go_name:, the field's Go name when the one derived from its name will not do
+	// (sku -> SKU); the wire name stays the field's name.
+	goName *str
 }
 
 // problems collects errors in the go build shape.
@@ -153,7 +157,7 @@ func load(src []byte, ps *problems) *catalog {
 		return nil
 	}
 	c := &catalog{root: nodePos(root), present: map[string]bool{}}
-	l.keys(root, []string{"version", "package", "output", "defaults", "types", "events"}, func(key string, k, v *yaml.Node) {
+	l.keys(root, []string{"version", "package", "output", "defaults", "types", "events", "accept_breaking"}, func(key string, k, v *yaml.Node) {
 		c.present[key] = true
 		switch key {
 		case "version":
@@ -176,6 +180,8 @@ func load(src []byte, ps *problems) *catalog {
 				c.present["events:entries"] = len(v.Content) > 0
 				l.entries(v, func(k, v *yaml.Node) { c.events = append(c.events, l.eventDecl(k, v)) })
 			}
+		case "accept_breaking":
+			c.accepts = l.acceptBreaking(v)
 		}
 	})
 	return c
@@ -437,8 +443,10 @@ func (l *loader) fields(n *yaml.Node, what string) []*fieldDecl {
 		if !l.mapping(v, fwhat) {
 			return
 		}
-		l.keys(v, []string{"type", "go", "optional", "description", "values"}, func(key string, k, v *yaml.Node) {
+		l.keys(v, []string{"type", "go", "go_name", "optional", "description", "values"}, func(key string, k, v *yaml.Node) {
 			switch key {
+			case "go_name":
+				f.goName = l.scalar(v, fwhat+": go_name")
 			case "type":
 				f.typ = l.scalar(v, fwhat+": type")
 			case "go":

@@ -92,6 +92,8 @@ type file struct {
 	events []*event
 	// eventsAt is the events: key, where a comparison reports an event that is gone.
 	eventsAt pos
+	// accepts are the breaking changes accept_breaking: accepts; nothing is generated from them.
+	accepts []acceptDecl
 }
 
 func (f *file) outboxEvents() []*event {
@@ -113,7 +115,7 @@ func buildModel(c *catalog, catalogPath string) *file {
 		out = path.Clean(strings.ReplaceAll(c.output.v, `\`, "/"))
 	}
 	dir := path.Dir(strings.ReplaceAll(catalogPath, `\`, "/"))
-	f := &file{pkg: c.pkg.v, path: path.Join(dir, out), source: relCatalog(out, path.Base(catalogPath)), eventsAt: c.eventsAt}
+	f := &file{pkg: c.pkg.v, path: path.Join(dir, out), source: relCatalog(out, path.Base(catalogPath)), eventsAt: c.eventsAt, accepts: c.accepts}
 
 	named := map[string]*namedType{}
 	for _, t := range c.types {
@@ -220,7 +222,7 @@ func enumValues(vals []str) []enumValue {
 func buildFields(fs []*fieldDecl, owner, ownerWire string, named map[string]*namedType, enums *[]*namedType) []*field {
 	out := make([]*field, 0, len(fs))
 	for _, fd := range fs {
-		fl := &field{wire: fd.name.v, goName: goName(fd.name.v), doc: fd.description, optional: fd.optional, at: fd.name.p}
+		fl := &field{wire: fd.name.v, goName: fieldGoName(fd), doc: fd.description, optional: fd.optional, at: fd.name.p}
 		switch {
 		case fd.goType != nil:
 			fl.typeAt = fd.goType.p

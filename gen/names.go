@@ -39,6 +39,14 @@ func goName(s string) string {
 	return b.String()
 }
 
+// fieldGoName is a field's Go name: its go_name when set, else the one derived from its name.
+func fieldGoName(f *fieldDecl) string {
+	if f.goName != nil {
+		return f.goName.v
+	}
+	return goName(f.name.v)
+}
+
 // snakeName is the lower_snake_case a type name was probably meant to be: OrderItem,
 // orderItem, order-item and "order item" become order_item, HTTPCode becomes http_code.
 func snakeName(s string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // typeAdvice answers type names from Go and other schema languages that the catalog spells
@@ -116,18 +117,30 @@ func (v *validator) fields(fs []*fieldDecl, what, owner string, methods []string
 	goNames := map[string]string{}
 	for _, f := range fs {
 		fwhat := fmt.Sprintf("%s: field %q", what, f.name.v)
-		if !fieldNameRe.MatchString(f.name.v) {
+		// A collision is reported at go_name: when it set the Go name, and its fix is another
+		// go_name; else at the field's name.
+		at, fix := f.name.p, "rename one of them"
+		if f.goName != nil {
+			at, fix = f.goName.p, "choose another go_name"
+		}
+		nameOK := fieldNameRe.MatchString(f.name.v)
+		if !nameOK {
 			v.ps.add(f.name.p, "%s: invalid field name (use letters, digits and _, starting with a letter)", fwhat)
-		} else {
-			g := goName(f.name.v)
+		}
+		if f.goName != nil && !goIdentRe.MatchString(f.goName.v) {
+			v.ps.add(f.goName.p, "%s: go_name %q must be an exported Go identifier: an upper-case ASCII letter, then letters, digits and _ (%s)", fwhat, f.goName.v, goNameHint(f.goName.v))
+			nameOK = false
+		}
+		if nameOK {
+			g := fieldGoName(f)
 			if other, dup := goNames[g]; dup {
-				v.ps.add(f.name.p, "%s: Go name %s collides with field %q; rename one of them", fwhat, g, other)
+				v.ps.add(at, "%s: Go name %s collides with field %q; %s", fwhat, g, other, fix)
 			} else {
 				goNames[g] = f.name.v
 			}
 			for _, m := range methods {
 				if g == m {
-					v.ps.add(f.name.p, "%s: Go name %s collides with the generated method %s.%s; rename the field", fwhat, g, owner, m)
+					v.ps.add(at, "%s: Go name %s collides with the generated method %s.%s; %s", fwhat, g, owner, m, strings.Replace(fix, "rename one of them", "rename the field", 1))
 				}
 			}
 		}
@@ -172,8 +185,8 @@ func (v *validator) fieldType(f *fieldDecl, what, owner string) {
 			v.ps.add(f.typ.p, "%s: an inline enum cannot be wrapped in %q; declare it under types: and use that name", what, f.typ.v)
 			return
 		}
-		v.enumValues(f.values, f.valuesPos, f.typ.p, what, owner+goName(f.name.v))
-		v.claim(owner+goName(f.name.v), what+" (its enum type)", f.name.p)
+		v.enumValues(f.values, f.valuesPos, f.typ.p, what, owner+fieldGoName(f))
+		v.claim(owner+fieldGoName(f), what+" (its enum type)", f.name.p)
 		return
 	}
 	if f.values != nil {
@@ -210,4 +223,18 @@ func (v *validator) knownType(f *fieldDecl) bool {
 	}
 	te := parseTypeExpr(f.typ.v)
 	return te.base == "enum" || isBuiltin(te.base) || v.types[te.base] != nil
+}
+
+// goNameHint suggests the exported identifier closest to a refused go_name: the derived name
+// of what it holds (sku -> Sku, order-id -> OrderID), or what to change.
+func goNameHint(s string) string {
+	for _, r := range s {
+		if r > unicode.MaxASCII {
+			return "generated code keeps to ASCII names"
+		}
+	}
+	if g := goName(s); goIdentRe.MatchString(g) {
+		return fmt.Sprintf("did you mean %q?", g)
+	}
+	return "start it with an upper-case letter"
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/outboxgen/outboxgen/gen"
@@ -115,12 +116,23 @@ func writeDocument(path string, doc []byte) error {
 	return nil
 }
 
-const breakingHelp = `usage: outboxgen breaking [-f events.yaml] --against PATH|REV:PATH
+const breakingHelp = `usage: outboxgen breaking [-f events.yaml] --against PATH|REV:PATH [--accept ID]...
 
 Compares the catalog with an earlier version of it and prints every change that breaks rows
-already stored or their consumers, one per line as file:line:col: message at its place in the
-catalog (a removed event or field is reported at its parent, naming its line in the other
-version), and exits 1; prints one line and exits 0 when nothing breaks.
+already stored or their consumers, one per line as file:line:col: message [change: ID] at its
+place in the catalog (a removed event or field is reported at its parent, naming its line in
+the other version), and exits 1; prints one line and exits 0 when nothing breaks.
+
+A change made on purpose is accepted by its ID, with a reason, in the catalog:
+
+  accept_breaking:
+    - change: event order_placed field note removed
+      reason: nothing reads note since March; none pending (outboxgen status)
+
+An accepted change is printed as accepted and no longer fails. An entry applies to the
+comparison that adds it: one the other version holds already (same change and reason) is
+ignored, so it may stay after the merge. An added entry that matches no change fails (stale).
+--accept ID accepts a change for one run, without writing it down.
 
 --against names a file, or a git revision and a path as git show takes them, run in the
 catalog's directory: origin/main:path/events.yaml is relative to the repository's root,
@@ -141,6 +153,11 @@ func runBreaking(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("f", "events.yaml", "the catalog")
 	against := fs.String("against", "", "the version to compare with: a file, or REV:PATH for git show (required)")
+	var accept []string
+	fs.Func("accept", "accept the breaking change of this `ID` for this run (repeat for several)", func(id string) error {
+		accept = append(accept, id)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), breakingHelp, "\nFlags:\n")
 		fs.PrintDefaults()
@@ -160,7 +177,7 @@ func runBreaking(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return genExitUsage
 	}
-	rep, err := gen.Breaking(*path, src, *against, old)
+	rep, err := gen.Breaking(*path, src, *against, old, accept...)
 	var invalidOld *gen.AgainstError
 	switch {
 	case errors.As(err, &invalidOld):
@@ -172,13 +189,50 @@ func runBreaking(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		return reportCatalog(stderr, err)
 	}
-	for _, c := range rep.Changes {
-		fmt.Fprintln(stdout, c.Error())
+	return printBreaking(rep, *path, *against, stdout, stderr)
+}
+
+// printBreaking prints every change found, the failing ones with the ID that accepts them,
+// then the stale acceptances, and returns the exit code.
+func printBreaking(rep *gen.BreakingReport, path, against string, stdout, stderr io.Writer) int {
+	accepted := 0
+	for _, c := range rep.All {
+		if a := c.Accepted; a != nil {
+			accepted++
+			by := "--accept"
+			if a.Line > 0 {
+				by = fmt.Sprintf("accept_breaking at line %d: %q", a.Line, a.Reason)
+			}
+			fmt.Fprintf(stdout, "%s:%d:%d: accepted (%s): %s\n", c.Path, c.Line, c.Col, by, c.Msg)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s [change: %s]\n", c.Error.Error(), c.ID)
+	}
+	for _, e := range rep.Stale {
+		fmt.Fprintln(stdout, e.Error())
+	}
+	for _, s := range rep.StaleFlags {
+		fmt.Fprintf(stdout, "outboxgen breaking: %s\n", s)
 	}
 	if len(rep.Changes) > 0 {
+		first := ""
+		for _, c := range rep.All {
+			if c.Accepted == nil {
+				first = c.ID
+				break
+			}
+		}
+		fmt.Fprintf(stderr, "outboxgen breaking: %s against %s. One made on purpose is accepted in %s by its change ID, with a reason (docs/catalog-contract.md):\n\naccept_breaking:\n  - change: %s\n    reason: why, and what was done about the rows it affects\n",
+			plural(len(rep.Changes), "breaking change"), against, filepath.Base(path), strconv.Quote(first))
+	}
+	if rep.Failed() {
 		return genExitInvalid
 	}
-	fmt.Fprintf(stdout, "%s: no breaking change against %s (%s compared, %d new)\n", *path, *against, plural(rep.Compared, "outbox event"), rep.Added)
+	beyond := ""
+	if accepted > 0 {
+		beyond = fmt.Sprintf(" beyond the %d accepted", accepted)
+	}
+	fmt.Fprintf(stdout, "%s: no breaking change against %s%s (%s compared, %d new)\n", path, against, beyond, plural(rep.Compared, "outbox event"), rep.Added)
 	return genExitOK
 }
 

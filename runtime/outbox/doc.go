@@ -118,7 +118,8 @@
 //
 // # Connection settings
 //
-// The DSN must set parseTime=true and use loc=UTC (go-sql-driver/mysql's default); NewWorker
+// The DSN must set parseTime=true and use loc=UTC (go-sql-driver/mysql's default), or a loc
+// whose offset is zero at every instant (loc=Local where the process's zone is UTC); NewWorker
 // and Migrate check both and name the parameter when it is wrong. interpolateParams does not
 // matter to this package: Enqueue, the claim and the result writes send their values inline,
 // one round trip per statement either way (the driver would otherwise prepare, execute and

@@ -20,8 +20,8 @@ func Schema() string { return queries.Schema }
 
 // Migrate brings the outboxgen tables of the DSN's database to the current schema version
 // (SchemaVersion), on a connection of its own: never on a caller's transaction, because MySQL
-// commits DDL implicitly. It first checks the DSN as NewWorker does (parseTime=true, loc=UTC)
-// and that the server can run the worker's READ COMMITTED writes (not binlog_format=STATEMENT).
+// commits DDL implicitly. It first checks the DSN as NewWorker does (parseTime=true, a loc of
+// offset zero) and that the server can run the worker's READ COMMITTED writes (not binlog_format=STATEMENT).
 //
 //   - A missing table is created (this needs the CREATE privilege).
 //   - A table of an earlier version (each table's COMMENT records its version; version 1 had

@@ -76,7 +76,7 @@ func inlineArgs(query string, args []any) (string, error) {
 				b.WriteString(strconv.FormatInt(v.Int64, 10))
 			}
 		case time.Time:
-			// The worker requires loc=UTC, under which the driver sends times in UTC too.
+			// The worker requires a loc whose offset is zero, under which the driver sends times in UTC too.
 			b.WriteString(v.UTC().Format("'2006-01-02 15:04:05.999999'"))
 		case int32:
 			b.WriteString(strconv.FormatInt(int64(v), 10))

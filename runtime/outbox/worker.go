@@ -78,7 +78,8 @@ type inflight struct {
 
 // NewWorker returns a Worker for the event types r handles at this moment. It checks cfg
 // (errors name the field), that every event timeout of r is shorter than StaleAfter (errors
-// name the event), and the connection: the DSN must set parseTime=true and use loc=UTC.
+// name the event), and the connection: the DSN must set parseTime=true and use loc=UTC (or a
+// zone whose offset is always zero).
 // It is NewWorkerContext with context.Background().
 func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	return NewWorkerContext(context.Background(), db, r, cfg)
