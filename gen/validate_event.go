@@ -40,9 +40,12 @@ func (v *validator) event(e *eventDecl) {
 		}
 	}
 	v.policy(&e.policy, what, direct)
-	methods := payloadMethods
+	methods := payloadMethods[:len(payloadMethods):len(payloadMethods)]
+	if !direct {
+		methods = append(methods, "DecodeOutboxPayload")
+	}
 	if e.orderingKeyPos != nil && !direct {
-		methods = append(methods[:len(methods):len(methods)], "OrderingKey")
+		methods = append(methods, "OrderingKey")
 	}
 	v.fields(e.fields, what, name, methods)
 	byName := map[string]*fieldDecl{}
