@@ -1,5 +1,6 @@
-// Ordering keys: the seq an ordered message takes on its enqueuing transaction, and the held
-// keys that Stats reports. Broken keys and their repair are in broken.go.
+// Ordering keys, at enqueue: the seq an ordered message takes on its enqueuing transaction and
+// the queue entry that puts it in its key's order. The release of a key's next message is in
+// ordering_release.go, held keys in ordering_held.go, broken keys in ordering_broken.go.
 
 package outbox
 
@@ -9,7 +10,36 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
+
+// enqueueSeq is the first ordered step of an enqueue: m's seq in its key's order, taken before
+// the message's INSERT. It is 0 for an unordered message.
+func enqueueSeq(ctx context.Context, tx DBTX, m Message) (int64, error) {
+	if m.OrderingKey == "" {
+		return 0, nil
+	}
+	// The key's next seq, its counter row locked until the caller's transaction ends.
+	seq, err := nextSeq(ctx, tx, m.OrderingKey)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
+	}
+	return seq, nil
+}
+
+// enqueueQueueEntry is the last ordered step of an enqueue: the queue entry of message id at
+// seq, written on the same tx as the message. It does nothing for an unordered message.
+func enqueueQueueEntry(ctx context.Context, tx DBTX, m Message, seq, id int64) error {
+	if m.OrderingKey == "" {
+		return nil
+	}
+	err := q.OrderingQueueInsert(ctx, inlineExec{sdb(tx)}, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
+	if err != nil {
+		return fmt.Errorf("outbox: Enqueue %q: ordering queue: %w", m.EventType, explain(err))
+	}
+	return nil
+}
 
 // nextSeq takes key's next seq on tx and leaves the key's counter row locked until tx ends: a
 // second transaction enqueueing for the key waits there, and takes the following seq once the
@@ -59,19 +89,4 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 		}()
 	}
 	return q.OrderingNext(ctx, inlineExec{sdb(tx)}, key)
-}
-
-// HeldKey is one held ordering key (Snapshot.Held).
-type HeldKey struct {
-	// OrderingKey is the key (group-prefixed, as generated code builds it).
-	OrderingKey string
-	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
-	// HeadEventType its event type (the key's group can span several types).
-	Head          MessageID
-	HeadStatus    Status
-	HeadEventType string
-	// Waiting is how many messages of the key wait behind the head.
-	Waiting int64
-	// For is how long the first of them has waited since it was enqueued.
-	For time.Duration
 }

@@ -92,9 +92,7 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if err != nil || n == 0 {
 				return n, err
 			}
-			// A purged FAILED head releases its ordering key (in the same transaction).
-			_, err = q.OrderingQueueCleanup(ctx, tx)
-			return n, err
+			return n, releasePurged(ctx, tx)
 		})
 		total += n
 		if err != nil {
@@ -134,8 +132,7 @@ func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if err != nil || len(locked) == 0 {
 				return 0, err
 			}
-			// A purged FAILED ordered head releases its key (SENT ones left the queue already).
-			if err := q.OrderingQueueDeleteMessages(ctx, tx, locked); err != nil {
+			if err := releasePurgedIDs(ctx, tx, locked); err != nil {
 				return 0, err
 			}
 			return q.MessageDeleteLocked(ctx, tx, locked)

@@ -35,7 +35,7 @@ func (s *resultSink) put(r result) bool {
 		return false
 	}
 	s.buf = append(s.buf, r)
-	if r.outcome == OutcomeSent && r.orderingKey != "" {
+	if r.releasesKey() {
 		s.ordered++
 	}
 	s.mu.Unlock()
@@ -51,13 +51,6 @@ func (s *resultSink) take() (batch []result, closed bool) {
 	defer s.mu.Unlock()
 	batch, s.buf, s.ordered = s.buf, nil, 0
 	return batch, s.closed
-}
-
-// holdsOrdered says a result waiting in the sink releases an ordering key when written.
-func (s *resultSink) holdsOrdered() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ordered > 0
 }
 
 func (s *resultSink) len() int {
@@ -227,13 +220,8 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	// Inlined arguments: one round trip per statement whatever the DSN (see inlineExec).
 	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
-	orderedSent := 0
-	for _, r := range batch {
-		if r.outcome == OutcomeSent && r.orderingKey != "" {
-			orderedSent++
-		}
-	}
-	if len(tokens)+others+orderedSent > 1 {
+	release := newKeyRelease(batch)
+	if len(tokens)+others+release.count > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
@@ -248,12 +236,6 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		}()
 	}
 
-	ordered := map[MessageID]result{} // SENT results of ordered messages: their queue entries go
-	for _, r := range batch {
-		if r.outcome == OutcomeSent && r.orderingKey != "" {
-			ordered[r.id] = r
-		}
-	}
 	var refusedRes []result
 	for _, tok := range tokens {
 		ids := sent[tok]
@@ -271,25 +253,13 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 			for _, row := range rows {
 				if row.Status != store.OutboxMessagesStatusSENT || row.ClaimToken.String != tok {
 					refusedRes = append(refusedRes, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
-					delete(ordered, MessageID(row.ID)) // not ours to release: the newer claim will
+					release.refused(MessageID(row.ID))
 				}
 			}
 		}
 	}
-	// In the same transaction as SENT: the key's next message becomes its head exactly when this
-	// one is recorded sent. One statement for the batch, which finds each queue entry by its
-	// primary key and so never waits for an open enqueue's entry (see OrderingQueueDeleteSent).
-	if len(ordered) > 0 {
-		ids := make([]int64, 0, len(ordered))
-		for _, r := range batch {
-			if _, ok := ordered[r.id]; ok {
-				ids = append(ids, int64(r.id))
-			}
-		}
-		if _, err := q.OrderingQueueDeleteSent(ctx, db, ids); err != nil {
-			return 0, 0, fmt.Errorf("release ordering keys: %w", err)
-		}
-		releasedKeys = len(ids)
+	if releasedKeys, err = release.write(ctx, db, batch); err != nil {
+		return 0, 0, err
 	}
 	for _, r := range batch {
 		var n int64

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -104,23 +103,8 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 		s.OldestPending = max(s.OldestPending, tc.OldestPending)
 		s.OldestDue = max(s.OldestDue, tc.OldestDue)
 	}
-	held, err := q.OrderingHeldKeys(ctx, sdb(db), math.MaxInt32)
-	if err != nil {
+	if err := s.addHeldKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: held keys: %w", explain(err))
-	}
-	s.HeldKeys = int64(len(held))
-	for i, h := range held {
-		d := durationFromMicros(h.HeldUs)
-		s.OldestHeld = max(s.OldestHeld, d)
-		// The head is PENDING or FAILED, so its type has a ByType entry, unless it was enqueued
-		// between the two queries; then the entry holds this count alone.
-		tc := s.ByType[h.HeadEventType]
-		tc.Held++
-		s.ByType[h.HeadEventType] = tc
-		if i < MaxHeldListed {
-			s.Held = append(s.Held, HeldKey{OrderingKey: h.OrderingKey, Head: MessageID(h.HeadID),
-				HeadStatus: Status(h.HeadStatus), HeadEventType: h.HeadEventType, Waiting: h.Waiting, For: d})
-		}
 	}
 	if s.BrokenKeys, s.Broken, err = brokenKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: broken keys: %w", explain(err))
