@@ -15,8 +15,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
+	"github.com/outboxgen/outboxgen/runtime/outboxlabel"
 )
 
 // BrokenReason says why an ordering key cannot move (BrokenKey.Reason).
@@ -152,7 +152,7 @@ func repairBrokenKeys(ctx context.Context, db *sql.DB, minAge time.Duration, log
 				n++
 				b := brokenHead(h)
 				log.LogAttrs(ctx, slog.LevelWarn, "outbox repaired broken ordering key",
-					slog.String("ordering_key", utf8esc.Escape(b.OrderingKey)), slog.Int64("seq", b.Seq),
+					slog.String("ordering_key", outboxlabel.Escape(b.OrderingKey)), slog.Int64("seq", b.Seq),
 					slog.Int64("message_id", int64(b.Message)), slog.String("reason", string(b.Reason)),
 					slog.String("status", string(b.Status)), slog.String("repair", "head entry deleted"))
 			}
@@ -172,7 +172,7 @@ func repairBrokenKeys(ctx context.Context, db *sql.DB, minAge time.Duration, log
 		if seq > 0 {
 			done.requeued++
 			log.LogAttrs(ctx, slog.LevelWarn, "outbox repaired broken ordering key",
-				slog.String("ordering_key", utf8esc.Escape(u.OrderingKey.String)), slog.Int64("seq", u.OrderingSeq.Int64),
+				slog.String("ordering_key", outboxlabel.Escape(u.OrderingKey.String)), slog.Int64("seq", u.OrderingSeq.Int64),
 				slog.Int64("message_id", u.ID), slog.String("reason", string(BrokenNotQueued)),
 				slog.Int64("new_seq", seq), slog.String("repair", "queued at the end of its key"))
 		}
