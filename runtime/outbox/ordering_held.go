@@ -1,4 +1,4 @@
-// Held ordering keys: keys whose head message cannot be claimed now, as Stats reports them.
+// Held ordering keys, whose head message cannot be claimed now, as Stats reports them.
 
 package outbox
 
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// HeldKey is one held ordering key (Snapshot.Held).
+// HeldKey is one held ordering key in Snapshot.Held.
 type HeldKey struct {
-	// OrderingKey is the key (group-prefixed, as generated code builds it).
+	// OrderingKey is the key, prefixed by its group as generated code builds it.
 	OrderingKey string
-	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
-	// HeadEventType its event type (the key's group can span several types).
+	// Head is the message holding the key. HeadStatus is its status, FAILED or PENDING.
+	// HeadEventType is its event type, since the key's group can span several types.
 	Head          MessageID
 	HeadStatus    Status
 	HeadEventType string
@@ -23,8 +23,8 @@ type HeldKey struct {
 	For time.Duration
 }
 
-// addHeldKeys adds the held ordering keys to s: HeldKeys, OldestHeld, each head's type's Held
-// count, and up to MaxHeldListed entries in Held.
+// addHeldKeys adds the held ordering keys to s. It sets HeldKeys and OldestHeld, counts each
+// head's type's Held, and lists up to MaxHeldListed entries in Held.
 func (s *Snapshot) addHeldKeys(ctx context.Context, db DBTX) error {
 	held, err := q.OrderingHeldKeys(ctx, sdb(db), math.MaxInt32)
 	if err != nil {
@@ -34,8 +34,8 @@ func (s *Snapshot) addHeldKeys(ctx context.Context, db DBTX) error {
 	for i, h := range held {
 		d := durationFromMicros(h.HeldUs)
 		s.OldestHeld = max(s.OldestHeld, d)
-		// The head is PENDING or FAILED, so its type has a ByType entry, unless it was enqueued
-		// between the two queries; then the entry holds this count alone.
+		// The head is PENDING or FAILED, so its type has a ByType entry. It has none when the
+		// head was enqueued between the two queries. The entry then holds this count alone.
 		tc := s.ByType[h.HeadEventType]
 		tc.Held++
 		s.ByType[h.HeadEventType] = tc

@@ -1,4 +1,4 @@
-// Ordering keys, after a result: a key's next message becomes its head when the queue entry of
+// Ordering keys after a result. A key's next message becomes its head when the queue entry of
 // the present head goes. A SENT mark removes it in the transaction that records the result. A
 // purge removes the entries of the messages it deletes. A FAILED head keeps its entry, and so
 // holds its key until Retry or Purge.
@@ -43,14 +43,14 @@ func newKeyRelease(batch []result) keyRelease {
 }
 
 // refused drops message id, whose SENT mark the fence refused. Its key is not this claim's to
-// release; the newer claim will release it.
+// release, and the newer claim will release it.
 func (k keyRelease) refused(id MessageID) { delete(k.ids, id) }
 
 // write deletes the queue entries of the released keys' heads on db, the transaction that marks
 // them SENT. The key's next message then becomes its head exactly when this one is recorded
 // sent. One statement serves the batch. It finds each entry by its primary key and so never
-// waits for an open enqueue's entry (see OrderingQueueDeleteSent). It returns how many keys it
-// released.
+// waits for an open enqueue's entry, as OrderingQueueDeleteSent explains. It returns how many
+// keys it released.
 func (k keyRelease) write(ctx context.Context, db store.DBTX, batch []result) (int, error) {
 	if len(k.ids) == 0 {
 		return 0, nil

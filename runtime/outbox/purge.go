@@ -13,25 +13,26 @@ import (
 
 // PurgeFilter selects what Purge deletes.
 type PurgeFilter struct {
-	// Status is StatusSent or StatusFailed; anything else is an error. Required.
+	// Status is StatusSent or StatusFailed. Anything else is an error. Required.
 	Status Status
-	// OlderThan is the retention: rows sent (or failed) more than OlderThan ago, by the database
-	// clock, are deleted. Must be >= 0. The purge scans by next_attempt_at, which the runtime
-	// never sets after sent_at or failed_at; a row made FAILED by hand while due in the future
-	// waits until that due time is also older than OlderThan (and one without failed_at counts
-	// as failed at that due time). Must be 0 when IDs is set.
+	// OlderThan is the retention. Rows sent or failed more than OlderThan ago, by the database
+	// clock, are deleted. It must be >= 0, and 0 when IDs is set. The purge scans by
+	// next_attempt_at, which the runtime never sets after sent_at or failed_at. A row made
+	// FAILED by hand while due in the future waits until that due time is also older than
+	// OlderThan. A row without failed_at counts as failed at its due time.
 	OlderThan time.Duration
 	// IDs, when non-empty, deletes exactly these messages, whatever their age, if they have
-	// Status: an operator discarding messages that must never be delivered. At most 10,000.
+	// Status. It serves an operator discarding messages that must never be delivered. At most
+	// 10,000.
 	IDs []MessageID
-	// BatchSize is the number of rows one DELETE removes (or ids one transaction takes), so
-	// that no statement holds many row locks for long. Defaults to 1000.
+	// BatchSize is the number of rows one DELETE removes, or of ids one transaction takes. No
+	// statement thus holds many row locks for long. Defaults to 1000.
 	BatchSize int
 	// DryRun makes Purge count the rows it would delete, and delete nothing.
 	DryRun bool
 }
 
-// maxPurgeIDs bounds PurgeFilter.IDs: one DELETE takes them all.
+// maxPurgeIDs bounds PurgeFilter.IDs.
 const maxPurgeIDs = 10000
 
 // Purge deletes SENT or FAILED rows older than f.OlderThan, or exactly f.IDs. It deletes in
@@ -106,8 +107,8 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 
 // purgeIDs deletes exactly f.IDs that have f.Status, f.BatchSize ids per READ COMMITTED
 // transaction. Each transaction locks its ids by primary key, then deletes what it locked. A
-// Ctrl-C (ctx cancelled) before COMMIT rolls the batch back. Without the transaction the server
-// would finish a statement the client gave up on.
+// Ctrl-C, which cancels ctx, before COMMIT rolls the batch back. Without the transaction the
+// server would finish a statement the client gave up on.
 func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	st := store.OutboxMessagesStatus(f.Status)
 	var total int64
