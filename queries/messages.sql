@@ -97,7 +97,7 @@ LIMIT ?;
 -- key and skips rows another claimer holds. It rechecks under the lock that each is still
 -- PENDING, due and of the router's types, since a locking read sees the latest committed row.
 -- Locking through the primary key is what makes this cheap. A locking read through the claim
--- index is much slower, as BENCHMARKS.md shows. A transaction's own locks are not skipped, and
+-- index is slower, as BENCHMARKS.md measures. A transaction's own locks are not skipped, and
 -- the worker never passes ids it already holds.
 SELECT id, event_type, CAST(payload AS BINARY) AS payload, idempotency_key, CAST(headers AS BINARY) AS headers, ordering_key, ordering_seq,
        attempts, max_attempts, created_at, next_attempt_at

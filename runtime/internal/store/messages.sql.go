@@ -158,7 +158,7 @@ type MessageClaimLockIDsRow struct {
 // key and skips rows another claimer holds. It rechecks under the lock that each is still
 // PENDING, due and of the router's types, since a locking read sees the latest committed row.
 // Locking through the primary key is what makes this cheap. A locking read through the claim
-// index is much slower, as BENCHMARKS.md shows. A transaction's own locks are not skipped, and
+// index is slower, as BENCHMARKS.md measures. A transaction's own locks are not skipped, and
 // the worker never passes ids it already holds.
 func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageClaimLockIDsParams) ([]MessageClaimLockIDsRow, error) {
 	query := messageClaimLockIDs
