@@ -1,14 +1,14 @@
 -- name: OrderingBrokenHeads :many
 -- Broken ordering keys are rows that stall a key for good and that nothing in the runtime would
--- ever move. The runtime never leaves them (an enqueue writes a message and its queue entry in
--- one transaction; a SENT mark or a purge removes the entries with the message), but a hand-run
--- DELETE or UPDATE can. Stats reports them and the workers' maintenance repairs them.
--- Keys whose head entry (smallest seq) can never be claimed: its message is gone, done (SENT,
--- or any status that never runs again), or not the entry's (its own key or seq differ). The
--- claim takes an ordered message only when its own key and seq are the head, so each of these
--- stalls every message behind it. found is 0 when the message is gone (its status
--- and event type are then NULL). A FAILED head is not
--- here: it holds its key by design (OrderingHeldKeys).
+-- ever move. The runtime never leaves them, since it writes and removes a message and its queue
+-- entry in one transaction. A hand-run DELETE or UPDATE can. Stats reports them and the
+-- workers' maintenance repairs them.
+-- These are the keys whose head entry, with the smallest seq, can never be claimed. Its message
+-- is gone, done, or not the entry's. Done means SENT, or any status that never runs again. Not
+-- the entry's means the message's own key or seq differ. The claim takes an ordered message
+-- only when its own key and seq are the head. Each of these thus stalls every message behind
+-- it. found is 0 when the message is gone, and its status and event type are then NULL. A
+-- FAILED head is not here, since it holds its key by design, as OrderingHeldKeys reports.
 SELECT q.ordering_key, q.seq, q.message_id,
        CAST(m.id IS NOT NULL AS SIGNED) AS found,
        m.status, COALESCE(m.event_type, x'') AS event_type
@@ -22,10 +22,10 @@ ORDER BY q.ordering_key
 LIMIT ?;
 
 -- name: OrderingUnqueued :many
--- Ordered PENDING messages without their queue entry (none at their own key and seq): never
--- claimed, since the claim takes an ordered message only as its key's head. Only those enqueued
--- at least min_age_us ago (0: all). It walks the PENDING rows, as Stats's count does, with a
--- primary-key lookup in the queue for each ordered one.
+-- Ordered PENDING messages without a queue entry at their own key and seq. They are never
+-- claimed, since the claim takes an ordered message only as its key's head. It lists only those
+-- enqueued at least min_age_us ago, and 0 lists all. It walks the PENDING rows, as Stats's count
+-- does, with a primary-key lookup in the queue for each ordered one.
 SELECT m.id, m.ordering_key, m.ordering_seq, m.event_type
 FROM outbox_messages m
 WHERE m.status = 'PENDING'
@@ -37,9 +37,10 @@ ORDER BY m.id
 LIMIT ?;
 
 -- name: BrokenMessageLock :many
--- The repair's first step, in its READ COMMITTED transaction: lock the message (a locking read
--- sees the latest committed row) so that the checks below cannot go stale before the write. No
--- row when the message is gone. old is 1 when it was enqueued at least min_age_us ago.
+-- The repair's first step, in its READ COMMITTED transaction. It locks the message, so that the
+-- repair's checks cannot go stale before the write. A locking read sees the latest committed
+-- row. It returns no row when the message is gone. old is 1 when the message is at least
+-- min_age_us old.
 SELECT id, status, ordering_key, ordering_seq,
        CAST(TIMESTAMPDIFF(MICROSECOND, created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) >= CAST(sqlc.arg(min_age_us) AS SIGNED) AS SIGNED) AS old
 FROM outbox_messages
@@ -47,7 +48,8 @@ WHERE id = sqlc.arg(id)
 FOR UPDATE;
 
 -- name: BrokenEntryLock :many
--- The entry the repair acts on, locked; no row when it is gone or names another message.
+-- The entry the repair acts on, locked. It returns no row when the entry is gone or names
+-- another message.
 SELECT message_id
 FROM outbox_ordering_queue
 WHERE ordering_key = sqlc.arg(ordering_key) AND seq = sqlc.arg(seq) AND message_id = sqlc.arg(message_id)

@@ -1,9 +1,9 @@
 -- name: MessageCountFailedWithin :one
--- The on-call console's new-failures alert: FAILED messages whose failed_at is within the last
--- window_us microseconds of the database clock. failed_at is written on that clock, so the
--- cutoff is computed there too: a process whose own clock is off still counts a failure of a
--- minute ago. Like MessageCountFailed, it reads the FAILED rows through the claim index's
--- status prefix.
+-- The on-call console's alert for new failures. It counts FAILED messages whose failed_at is
+-- within the last window_us microseconds of the database clock. failed_at is written on that
+-- clock, so the cutoff is computed there too. A process whose own clock is off thus still
+-- counts a failure of a minute ago. Like MessageCountFailed, it reads the FAILED rows through
+-- the claim index's status prefix.
 SELECT CAST(COUNT(*) AS SIGNED) AS n
 FROM outbox_messages
 WHERE status = 'FAILED'

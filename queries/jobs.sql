@@ -1,11 +1,11 @@
--- The run ledger of runtime/mysqllock jobs with OncePerPeriod: (job, period_start) is the
--- PRIMARY KEY, so a period can be recorded once. Times come from the database clock:
--- TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) is UTC_TIMESTAMP(6) spelled so
--- that sqlc v1.31.1 parses it (see messages.sql). Read under the job's named lock before the
--- job runs; written after it succeeds, still under the lock.
+-- The run ledger of runtime/mysqllock jobs with OncePerPeriod. The job and period_start make
+-- the PRIMARY KEY, so a period can be recorded once. Times come from the database clock. The
+-- TIMESTAMPADD expression is UTC_TIMESTAMP(6) spelled so that sqlc parses it, as messages.sql
+-- explains. The ledger is read under the job's named lock before the job runs. It is written
+-- after the job succeeds, still under the lock.
 
 -- name: JobRunCount :one
--- How many times the job was recorded for the period (0 or 1), and the database clock, which
+-- How many times the job is recorded for the period, 0 or 1, and the database clock. The clock
 -- becomes started_at when the job then runs.
 SELECT CAST(COUNT(*) AS SIGNED) AS runs, CAST(TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS DATETIME(6)) AS now
 FROM outbox_job_runs
@@ -17,8 +17,8 @@ VALUES (sqlc.arg(job), sqlc.arg(period_start), sqlc.arg(instance), sqlc.arg(star
         TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));
 
 -- name: JobRunLatest :many
--- Each job's most recent recorded run (mysqllock.LastRuns, the console's jobs page): the
--- grouped MAX reads the PRIMARY KEY (job, period_start) one job at a time.
+-- Each job's most recent recorded run, for mysqllock.LastRuns and the console's jobs page. The
+-- grouped MAX reads the PRIMARY KEY one job at a time.
 SELECT r.job, r.period_start, r.instance, r.started_at, r.finished_at
 FROM outbox_job_runs AS r
 JOIN (SELECT job, MAX(period_start) AS period_start FROM outbox_job_runs GROUP BY job) AS latest
@@ -27,7 +27,7 @@ ORDER BY r.job
 LIMIT ?;
 
 -- name: JobRunListByJob :many
--- One job's recorded runs, newest period first (mysqllock.Runs).
+-- One job's recorded runs, newest period first, for mysqllock.Runs.
 SELECT job, period_start, instance, started_at, finished_at
 FROM outbox_job_runs
 WHERE job = sqlc.arg(job)

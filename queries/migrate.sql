@@ -1,9 +1,10 @@
 -- outbox.Migrate and the start-up checks.
 
 -- name: MigrateLock :one
--- Migrations of one database take turns: two processes starting at once must not both ALTER.
--- The name is per database (a named lock is server-wide) and at most 64 characters (MySQL's
--- limit). 1 = acquired; 0 = another migration still runs after the wait; -1 = NULL, an error.
+-- Migrations of one database take turns, so two processes starting at once do not both ALTER.
+-- A named lock is server-wide, so the name is per database. It has at most 64 characters,
+-- MySQL's limit. 1 means acquired. 0 means another migration still runs after the wait. -1
+-- means NULL, an error.
 SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESCE(DATABASE(), ''), 256), 40)),
                               CAST(sqlc.arg(timeout_s) AS SIGNED)), -1) AS SIGNED) AS acquired;
 
@@ -12,12 +13,12 @@ SELECT CAST(COALESCE(RELEASE_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESC
 
 -- name: ServerBinlog :one
 -- With the binary log on and binlog_format=STATEMENT, every write of a READ COMMITTED
--- transaction (the claim, the result writes) fails with error 1665.
+-- transaction fails with error 1665. The claim and the result writes are such writes.
 SELECT CAST(@@log_bin AS SIGNED) AS log_bin, CONCAT(@@SESSION.binlog_format) AS binlog_format;
 
 -- name: SchemaProbe :one
--- NewWorker's check that outbox_messages exists and has the newest columns (schema version 3's
--- headers, version 4's ordering key and seq): a primary-key probe that reads no row. Error 1146
--- or 1054 means: run Migrate.
+-- NewWorker's check that outbox_messages exists and has the newest columns. Those are the
+-- headers of schema version 3 and the ordering key and seq of version 4. It is a primary-key
+-- probe that reads no row. Error 1146 or 1054 means Migrate must run.
 SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages
 WHERE id = 0 AND headers IS NULL AND ordering_key IS NULL AND ordering_seq IS NULL;

@@ -65,7 +65,7 @@ Exit codes: 0 ok, 1 status --check found a problem, 2 usage, 3 database unreacha
 //
 // The terminal rule: text from outside is printed inert. On a terminal it goes through c.line
 // or c.text (masked, then its control characters escaped: termesc); in JSON output, strings
-// that may not be UTF-8 go through utf8esc so that distinct values stay distinct, and the
+// that may not be UTF-8 go through outboxlabel.Escape so that distinct values stay distinct, and the
 // document through termesc.JSON.
 type opsCmd struct {
 	name    string

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/internal/termesc"
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
+	"github.com/outboxgen/outboxgen/runtime/outboxlabel"
 )
 
 // How the operator commands print text from outside: masked, cut, and made inert on a terminal
@@ -28,13 +28,13 @@ func (c *opsCmd) text(s string) string { return termesc.Text(c.clean(s)) }
 // writing bytes that are not UTF-8 as \xNN, which the cut would turn into U+FFFD), on one line
 // and escaped.
 func (c *opsCmd) cell(s string, width int) string {
-	return termesc.Line(opsOneLine(opsTruncate(utf8esc.Escape(c.clean(s)), width)))
+	return termesc.Line(opsOneLine(opsTruncate(outboxlabel.Escape(c.clean(s)), width)))
 }
 
 // jsonString is text from the database as a JSON string: masked, and its bytes that are not UTF-8
-// written as \xNN (utf8esc), which encoding/json would turn into U+FFFD, so that two event
+// written as \xNN (outboxlabel.Escape), which encoding/json would turn into U+FFFD, so that two event
 // types that differ only there stay two keys.
-func (c *opsCmd) jsonString(s string) string { return utf8esc.Escape(c.clean(s)) }
+func (c *opsCmd) jsonString(s string) string { return outboxlabel.Escape(c.clean(s)) }
 
 // formatTime prints a database time; "-" for one that is not set (a row made FAILED by hand
 // without failed_at).

@@ -129,7 +129,7 @@ func (c *opsCmd) showText(r outbox.Record) []byte {
 // showJSON is show --json: outbox.Record's fields, indented, with the payload compact inside
 // it. Indenting the payload as well (what json.Encoder's SetIndent does to a RawMessage) costs
 // its depth times its length: a 20 KB document nested ten thousand deep became 200 MB. Strings
-// from the database are masked and written with utf8esc, and the document with termesc.JSON.
+// from the database are masked and written with outboxlabel.Escape, and the document with termesc.JSON.
 func (c *opsCmd) showJSON(r outbox.Record) ([]byte, error) {
 	r.EventType, r.IdempotencyKey, r.LastError = c.jsonString(r.EventType), c.jsonString(r.IdempotencyKey), c.jsonString(r.LastError)
 	r.ClaimToken, r.OrderingKey = c.jsonString(r.ClaimToken), c.jsonString(r.OrderingKey)

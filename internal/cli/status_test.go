@@ -346,7 +346,7 @@ func TestStatusHeldKeys(t *testing.T) {
 	mustExit(t, runOps(runStatus, "--dsn", db.DSN, "--check", "--window", "1m", "--max-held-age", "2h"), opsExitOK)
 }
 
-// Issue 13 item 7: on a database without the tables, the operator commands say to migrate
+// On a database without the tables, the operator commands say to migrate
 // instead of printing the server's "doesn't exist" (status at every probe of a dead fleet would
 // otherwise read like an outage).
 func TestOpsOnUnmigratedDatabaseSayMigrate(t *testing.T) {

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// durationFromMicros converts an age the database computed in microseconds (TIMESTAMPDIFF) into
-// a Duration, saturating at the Duration's range (about 292 years) instead of wrapping. A row
-// can be dated anywhere from year 1000 to 9999: one due since year 1000 is over a thousand
-// years old, and wrapped, that age reads as negative and passes every "older than" check.
+// durationFromMicros converts an age the database computed in microseconds into a Duration. It
+// saturates at the Duration's range of about 292 years instead of wrapping. A row can be dated
+// anywhere from year 1000 to 9999. One due since year 1000 is over a thousand years old.
+// Wrapped, that age would read as negative and pass every "older than" check.
 func durationFromMicros(us int64) time.Duration {
 	const limit = math.MaxInt64 / int64(time.Microsecond)
 	switch {

@@ -1,5 +1,5 @@
-// Step 1 of the worker's cycle, claim: one short READ COMMITTED transaction locks due rows of
-// the router's event types and marks them PROCESSING under a fresh claim token.
+// Step 1 of the worker's cycle, the claim. One short READ COMMITTED transaction locks due rows
+// of the router's event types and marks them PROCESSING under a fresh claim token.
 
 package outbox
 
@@ -30,12 +30,11 @@ type claimed struct {
 	enqueuedAt  time.Time
 	due         time.Time // next_attempt_at when claimed
 	token       string
-	claimStart  time.Time // local time before the claim began: the lease started after it
+	claimStart  time.Time // local time before the claim began, so the lease started after it
 }
 
-// claimAndDispatch claims up to n rows due at or after from (n slots are reserved) and starts
-// their handlers. last is the latest position (due time, id) among the rows claimed; more is
-// claim's.
+// claimAndDispatch claims up to n rows due at or after from, for n reserved slots, and starts
+// their handlers. last is the latest position among the rows claimed. more is claim's.
 func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
 	rows, more, err := w.claim(ctx, n, from)
 	w.release(n - len(rows))
@@ -51,15 +50,12 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (go
 	return len(rows), last, more, nil
 }
 
-// claim is step 1: one short READ COMMITTED transaction that locks up to n due rows of this
-// router's types after from and marks them PROCESSING under a fresh token. It reads the ids of
-// the first 2n due rows without locking (index order), then locks the first n of them by
-// primary key, SKIP LOCKED: claims never wait for each other. When other claims hold some, it
-// takes the rest of the window, then the next window, up to claimRounds of them, and when
-// every window was held, falls back to a SKIP LOCKED scan of the claim index. more says due
-// rows were left past the last window.
-// A claim that has begun finishes even if Run's ctx is cancelled meanwhile (it takes
-// milliseconds): cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
+// claim is step 1. One short READ COMMITTED transaction locks up to n due rows of this
+// router's types after from and marks them PROCESSING under a fresh token. lockDue says how it
+// picks them. more says due rows were left past the last window.
+//
+// A claim that has begun finishes even if Run's ctx is cancelled meanwhile, since it takes
+// milliseconds. Cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
 func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
@@ -85,7 +81,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 		w.afterClaimSelect()
 	}
 	if len(rows) == 0 {
-		// Nothing locked; ending the transaction either way releases nothing.
+		// Nothing is locked, so ending the transaction either way releases nothing.
 		if err := tx.Commit(); err != nil {
 			return nil, false, fmt.Errorf("commit empty claim: %w", err)
 		}
@@ -127,7 +123,11 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 }
 
 // lockDue locks up to n due rows of this router's types after from, inside the claim's
-// transaction (see claim for the steps). more says due rows were left past the last window.
+// transaction. It reads the ids of the first 2n due rows in index order without locking. It
+// then locks the first n of them by primary key with SKIP LOCKED, so claims never wait for
+// each other. When other claims hold some, it takes the rest of the window, then the next
+// window, up to claimRounds of them. When every window was held, it falls back to a SKIP
+// LOCKED scan of the claim index. more says due rows were left past the last window.
 func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPos) (rows []store.MessageClaimLockIDsRow, more bool, err error) {
 	if from.due.IsZero() {
 		from.due = claimFromStart
@@ -157,9 +157,10 @@ func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPo
 				ids = append(ids, c.ID)
 			}
 		}
-		// First exactly the rows still needed, in due order, so the claim takes the oldest;
-		// then, if others held some of them, the rest of the window (lowest ids first, so a
-		// row due earlier with a higher id can fall behind the seek until the next rescan).
+		// First come exactly the rows still needed, in due order, so the claim takes the
+		// oldest. If others held some of them, the rest of the window follows, lowest ids
+		// first. A row due earlier with a higher id can thus fall behind the seek until the
+		// next rescan.
 		need := min(n-len(rows), len(ids))
 		if need > 0 {
 			if err := lock(ids[:need], need); err != nil {
@@ -180,8 +181,9 @@ func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPo
 		after = claimPos{due: last.NextAttemptAt, id: last.ID}
 	}
 	if len(rows) < n && more {
-		// Other claims held every window: a claim left open by a hung worker, or many workers
-		// at once. The index scan skips held rows wherever they are; it returns ours too.
+		// Other claims held every window. A hung worker may have left a claim open, or many
+		// workers claim at once. The index scan skips held rows wherever they are. It returns
+		// the rows this claim locked too.
 		w.claimFallbacks.Add(1)
 		extra, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{
 			AfterDue: from.due, AfterID: from.id, EventTypes: w.types, Limit: int32(n + len(rows))})
@@ -198,7 +200,7 @@ func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPo
 	return rows, more, nil
 }
 
-// claimPos is a position in the claim index's order: (next_attempt_at, id).
+// claimPos is a position in the claim index's order, by next_attempt_at and then id.
 type claimPos struct {
 	due time.Time
 	id  int64
@@ -208,13 +210,13 @@ func (p claimPos) after(o claimPos) bool {
 	return p.due.After(o.due) || (p.due.Equal(o.due) && p.id > o.id)
 }
 
-// claimFromStart is before every next_attempt_at (DATETIME starts at year 1000; the driver
-// would send the zero time.Time as '0000-00-00', which strict modes reject).
+// claimFromStart is before every next_attempt_at, since DATETIME starts at year 1000. The
+// driver would send the zero time.Time as '0000-00-00', which strict modes reject.
 var claimFromStart = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// newToken returns 32 hex characters (claim_token is VARCHAR(32)).
+// newToken returns 32 hex characters, the size of claim_token.
 func newToken() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+).
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error since Go 1.24.
 	return hex.EncodeToString(b[:])
 }

@@ -1,6 +1,6 @@
-// Step 2, dispatch: each claimed row's handler runs in its own goroutine once it holds a
-// dispatch slot, with its event's timeout and panic recovery; its error decides the outcome
-// (retry with backoff, or FAILED).
+// Step 2 of the worker's cycle, the dispatch. Each claimed row's handler runs in its own
+// goroutine once it holds a dispatch slot, with its event's timeout and panic recovery. Its
+// error decides the outcome, a retry with backoff or FAILED.
 
 package outbox
 
@@ -18,8 +18,8 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
-// startDispatch is step 2 for one row: its handler runs in its own goroutine, outside every
-// transaction, once it holds a dispatch slot (at once, unless the row was prefetched).
+// startDispatch is step 2 for one row. Its handler runs in its own goroutine, outside every
+// transaction, once it holds a dispatch slot. That is at once, unless the row was prefetched.
 func (w *Worker) startDispatch(m claimed) {
 	w.dispatch.Add(1)
 	w.runDispatch(m)
@@ -49,8 +49,9 @@ func (w *Worker) runDispatch(m claimed) {
 		}
 		w.mu.Unlock()
 		if ok && !sink.put(res) {
-			// Run has returned (this handler ignored its context past the shutdown deadline):
-			// nothing may write any more, so the lease expires and the row is reclaimed.
+			// Run has returned, because this handler ignored its context past the shutdown
+			// deadline. Nothing may write any more, so the lease expires and the row is
+			// reclaimed.
 			w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox result after shutdown dropped; the row will be reclaimed",
 				slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("outcome", string(res.outcome)))
 		}
@@ -58,14 +59,17 @@ func (w *Worker) runDispatch(m claimed) {
 	}()
 }
 
-// acquireAndHandle waits for a dispatch slot and runs the handler. Once Run's context has
-// ended (stop), no handler starts: a queued row is left to Run's give-back (giveback.go) and ok
-// is false, as there is no result to write; a row handed off too late to be queued is given
-// back here. A row whose claim began so long ago (a prefetched row that waited for a slot, a
-// claim whose answer came back late) that its handler could outlive the lease (and be
-// reclaimed and run twice, or out of its key's order) is given back unhandled too: PENDING
-// again, due at once, if the fence still lets the write through. ran says whether the handler
-// ran.
+// acquireAndHandle waits for a dispatch slot and runs the handler. ran says whether the
+// handler ran.
+//
+// Once Run's context has ended, no handler starts. A queued row is left to Run's give-back,
+// and ok is false, as there is no result to write. A row handed off too late to be queued is
+// given back here.
+//
+// A row's claim may have begun so long ago that its handler could outlive the lease. It may be
+// a prefetched row that waited for a slot, or a claim whose answer came back late. Such a row
+// could be reclaimed and run twice, or out of its key's order. It is given back unhandled too,
+// PENDING again and due at once, if the fence still lets the write through.
 func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop <-chan struct{}, m claimed, queued bool) (res result, ran, ok bool) {
 	const stopped = "the worker shut down before its handler started"
 	select {
@@ -90,10 +94,10 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop 
 		}
 		return w.giveBack(m, stopped), false, true
 	}
-	// Checked whether the slot was free at once or not: a claim whose answer came back late (a
-	// stalled network, a paused process) may already have been reclaimed and handled by another
-	// worker, and for an ordered key even its successor; handling it now would deliver it out
-	// of order. The lease started at the latest when the claim began.
+	// Checked whether the slot was free at once or not. A claim's answer may come back late,
+	// after a stalled network or a paused process. Another worker may then have reclaimed and
+	// handled the row already, and for an ordered key even its successor. Handling it now
+	// would deliver it out of order. The lease started at the latest when the claim began.
 	rt, _ := w.router.lookup(m.eventType)
 	if waited := since(w.clock, m.claimStart); waited+rt.policy.Timeout >= w.cfg.StaleAfter {
 		<-sem
@@ -107,7 +111,8 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop 
 }
 
 // giveBack is the result for a claimed row whose handler never ran, or was cut off by the
-// shutdown deadline: PENDING again, due at once, with the claim's attempt given back.
+// shutdown deadline. The row becomes PENDING again, due at once, with the claim's attempt
+// given back.
 func (w *Worker) giveBack(m claimed, why string) result {
 	w.log.LogAttrs(context.Background(), slog.LevelWarn, "outbox message given back",
 		slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType), slog.String("reason", why))
@@ -120,10 +125,10 @@ type result struct {
 	eventType   string
 	token       string
 	outcome     Outcome
-	delay       time.Duration // retried: until the next attempt
+	delay       time.Duration // for a retry, the wait until the next attempt
 	lastError   string        // retried and failed
-	givenBack   bool          // retried without spending an attempt (see giveBack)
-	orderingKey string        // ordered messages: the queue entry to delete once SENT
+	givenBack   bool          // retried without spending an attempt
+	orderingKey string        // for an ordered message, the queue entry to delete once SENT
 	orderingSeq int64
 	started     time.Time // when the handler was called
 }
@@ -131,7 +136,7 @@ type result struct {
 // handle runs the handler with its timeout, recovers a panic, and decides the outcome.
 func (w *Worker) handle(hctx context.Context, m claimed) result {
 	rt, ok := w.router.lookup(m.eventType)
-	if !ok { // unreachable: the claim asks only for the router's types
+	if !ok { // unreachable, since the claim asks only for the router's types
 		return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeFailed,
 			lastError: fmt.Sprintf("no handler for event type %q", m.eventType)}
 	}
@@ -146,7 +151,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	if d.IdempotencyKey == "" {
 		d.IdempotencyKey = "msg:" + strconv.FormatInt(int64(m.id), 10)
 	}
-	// Reported once if the handler is still running well past its deadline: it ignores its
+	// Reported once if the handler is still running well past its deadline. It ignores its
 	// context and keeps its slot.
 	hung := time.AfterFunc(p.Timeout+hungGrace(p.Timeout), func() {
 		w.report(context.Background(), incident.Incident{
@@ -163,14 +168,15 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	res := result{id: m.id, eventType: m.eventType, token: m.token, started: start, orderingKey: m.orderingKey, orderingSeq: m.orderingSeq}
 	switch {
 	case err != nil && hctx.Err() != nil:
-		// The shutdown deadline cancelled it: not the message's fault, so not an attempt (on
-		// the last attempt it would otherwise go FAILED with "context canceled").
+		// The shutdown deadline cancelled it. That is not the message's fault, so it is not an
+		// attempt. On the last attempt it would otherwise go FAILED with "context canceled".
 		res = w.giveBack(m, fmt.Sprintf("the worker shut down while the handler ran (%v)", err))
 		res.started = start
 		w.cfg.Observer.Handled(m.eventType, res.outcome, took)
 		return res
 	case err == nil:
-		// Also after the deadline: the work is done; the fence decides whether the write lands.
+		// Also after the deadline. The work is done, and the fence decides whether the write
+		// lands.
 		res.outcome = OutcomeSent
 	case IsPermanent(err):
 		res.outcome = OutcomeFailed
@@ -196,7 +202,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 		}
 		attrs := []slog.Attr{slog.Int64("message_id", int64(m.id)), slog.String("event_type", m.eventType),
 			slog.Int("attempt", m.attempt), slog.String("outcome", string(res.outcome))}
-		if res.outcome == OutcomeRetried { // a FAILED message is not retried: retry_in=0s would say "at once"
+		if res.outcome == OutcomeRetried { // a FAILED message is not retried, and retry_in=0s would say "at once"
 			attrs = append(attrs, slog.Duration("retry_in", res.delay))
 		}
 		attrs = append(attrs, slog.String("error", err.Error()))
@@ -217,8 +223,8 @@ func callHandler(ctx context.Context, h HandlerFunc, payload []byte, d Delivery)
 	return h(ctx, payload, d)
 }
 
-// backoff is the wait after a failed attempt: b = min(Max, Initial*2^(attempt-1)), then uniform
-// in [b, 1.5*b], capped at Max.
+// backoff is the wait after a failed attempt. With b = min(Max, Initial*2^(attempt-1)), it is
+// uniform between b and 1.5*b, capped at Max.
 func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
 	base := b.Max
 	if attempt <= 62 {
@@ -229,15 +235,16 @@ func (w *Worker) backoff(b Backoff, attempt int) time.Duration {
 	if base <= 0 {
 		return 0
 	}
-	// Between base and 1.5 x base, capped at Max: never sooner than Initial, growing, and
-	// spread so that instances retrying together do not stay in step. Max is bounded by
-	// validatePolicy, so base + base/2 cannot overflow.
+	// Between base and 1.5 x base, capped at Max. A retry thus never comes sooner than
+	// Initial, waits grow, and instances retrying together do not stay in step.
+	// validatePolicy bounds Max, so base + base/2 cannot overflow.
 	return min(base+time.Duration(w.jitter(int64(base/2))), b.Max)
 }
 
-// truncate makes s fit a utf8mb4 text column: invalid UTF-8 (a binary or Latin-1 body quoted
-// in a handler's error) becomes U+FFFD, which every sql_mode accepts (raw, it is error 1300 and
-// failed the whole result batch), and a long s is cut at a character boundary to at most n bytes.
+// truncate makes s fit a utf8mb4 text column. Invalid UTF-8, such as a binary or Latin-1 body
+// quoted in a handler's error, becomes U+FFFD, which every sql_mode accepts. Raw, it would be
+// error 1300 and fail the whole result batch. A long s is cut at a character boundary to at
+// most n bytes.
 func truncate(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	const mark = " …(truncated)"

@@ -229,15 +229,9 @@ func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr st
 		}
 	}
 	db := insertDB(tx, m, hdr)
-	var (
-		seq int64
-		err error
-	)
-	if m.OrderingKey != "" {
-		// The key's next seq, its counter row locked until the caller's transaction ends.
-		if seq, err = nextSeq(ctx, tx, m.OrderingKey); err != nil {
-			return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
-		}
+	seq, err := enqueueSeq(ctx, tx, m)
+	if err != nil {
+		return 0, err
 	}
 	var id int64
 	if m.OrderingKey == "" && o.delay == 0 {
@@ -263,11 +257,8 @@ func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr st
 	if err != nil {
 		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, explain(err))
 	}
-	if m.OrderingKey != "" {
-		err = q.OrderingQueueInsert(ctx, inlineExec{sdb(tx)}, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
-		if err != nil {
-			return 0, fmt.Errorf("outbox: Enqueue %q: ordering queue: %w", m.EventType, explain(err))
-		}
+	if err := enqueueQueueEntry(ctx, tx, m, seq, id); err != nil {
+		return 0, err
 	}
 	return MessageID(id), nil
 }

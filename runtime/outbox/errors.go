@@ -9,7 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Permanent marks err as not worth retrying: the worker records the message FAILED at once,
+// Permanent marks err as not worth retrying. The worker records the message FAILED at once,
 // with err as last_error, whatever attempts remain. Generated handler wrappers return
 // Permanent for a payload that does not decode. Permanent(nil) is nil.
 func Permanent(err error) error {
@@ -24,14 +24,14 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// IsPermanent reports whether err (or an error it wraps) was made by Permanent.
+// IsPermanent reports whether Permanent made err or an error it wraps.
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
 }
 
-// RetryAfter asks for the next attempt d from now (by the database clock) instead of the
-// policy's backoff. The attempt still counts: when attempts are exhausted the message is
+// RetryAfter asks for the next attempt d from now on the database clock, instead of after the
+// policy's backoff. The attempt still counts, and when attempts are exhausted the message is
 // FAILED. RetryAfter(d, nil) is nil. A negative d counts as zero.
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
@@ -60,10 +60,10 @@ func retryDelay(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// explain adds what to do to the errors an operator or a new user meets first: a table that
-// does not exist (the schema was never applied to this database), and a DSN without
-// parseTime=true (the driver then hands DATETIME columns back as bytes). The cause stays
-// wrapped for errors.Is and errors.As.
+// explain adds what to do to the errors an operator or a new user meets first. A table that
+// does not exist means the schema was never applied to this database. A DSN without
+// parseTime=true makes the driver hand DATETIME columns back as bytes. The cause stays wrapped
+// for errors.Is and errors.As.
 func explain(err error) error {
 	var me *mysql.MySQLError
 	switch {
@@ -74,7 +74,7 @@ func explain(err error) error {
 	case errors.As(err, &me) && me.Number == erBadField:
 		return fmt.Errorf("%w (the outboxgen tables are older than this outboxgen, schema version %d: run outboxgen migrate, or outbox.Migrate)", err, SchemaVersion)
 	case strings.Contains(err.Error(), "unsupported Scan, storing driver.Value type []uint8 into type *time.Time"):
-		// database/sql's conversion error is untyped; its text is stable (convertAssign).
+		// database/sql's conversion error from convertAssign is untyped, and its text is stable.
 		return fmt.Errorf("DSN must set parseTime=true (%w)", err)
 	}
 	return err

@@ -21,14 +21,14 @@ type Filter struct {
 	// FailedSince, when non-zero, limits the selection to rows that failed at or after it.
 	FailedSince time.Time
 	// FailedWithin, when positive, limits the selection to rows that failed within this long
-	// before now on the database clock, the clock failed_at was written with: "the last hour"
-	// then means the same whatever this machine's clock says. Negative is an error. With
+	// before now on the database clock. That is the clock failed_at was written with, so "the
+	// last hour" means the same whatever this machine's clock says. Negative is an error. With
 	// FailedSince, both apply.
 	FailedWithin time.Duration
 	// DryRun makes Retry count the rows it would change, and change nothing.
 	DryRun bool
-	// Newest makes ListFailed return the most recently failed rows first (by failed_at, then
-	// id); otherwise the oldest come first.
+	// Newest makes ListFailed return the most recently failed rows first, by failed_at and
+	// then id. Otherwise the oldest come first.
 	Newest bool
 }
 
@@ -38,9 +38,10 @@ type FailedMessage struct {
 	EventType      string
 	Payload        json.RawMessage
 	IdempotencyKey string
-	// Attempts is the number of claims made; MaxAttempts the budget it had.
+	// Attempts is the number of claims made. MaxAttempts is the budget it had.
 	Attempts, MaxAttempts int
-	// LastError is the last handler error (with the stack, for a panic), or the reclaim's reason.
+	// LastError is the last handler error, or the reclaim's reason. For a panic it includes the
+	// stack.
 	LastError string
 	// CreatedAt and FailedAt come from the database clock, in UTC. FailedAt is zero for a row
 	// made FAILED by hand without failed_at.
@@ -80,7 +81,7 @@ func (f Filter) args(ctx context.Context, db DBTX) (filterArgs, error) {
 		if err != nil {
 			return filterArgs{}, fmt.Errorf("reading the database clock: %w", explain(err))
 		}
-		// A Duration reaches back at most 292 years: the cutoff stays within DATETIME's range.
+		// A Duration reaches back at most 292 years, so the cutoff stays within DATETIME's range.
 		if cutoff := now.Add(-f.FailedWithin).UTC(); !a.since.Valid || cutoff.After(a.since.Time) {
 			a.anyTime = 0
 			a.since = sql.NullTime{Time: cutoff, Valid: true}
@@ -137,9 +138,9 @@ const retryBatch = 1000
 // pick the rows up at their next poll.
 //
 // Retry moves retryBatch rows per statement until none is left or ctx is done. On a *sql.DB
-// each batch is its own READ COMMITTED transaction: a large retry never holds many locks for
-// long, and a cancelled one rolls back only its current batch. On a *sql.Tx or *sql.Conn the
-// batches run there, as they are. After an error, the count is what earlier batches moved.
+// each batch is its own READ COMMITTED transaction. A large retry thus never holds many locks
+// for long, and a cancelled one rolls back only its current batch. On a *sql.Tx or *sql.Conn
+// the batches run there, as they are. After an error, the count is what earlier batches moved.
 func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 	a, err := f.args(ctx, db)
 	if err != nil {
@@ -155,7 +156,7 @@ func Retry(ctx context.Context, db DBTX, f Filter) (int64, error) {
 		}
 		return n, nil
 	}
-	// One batch: the next retryBatch matching rows, or the next retryBatch of the given ids.
+	// One batch takes the next retryBatch matching rows, or the next retryBatch of the given ids.
 	batch := func(ctx context.Context, db store.DBTX, ids []int64) (int64, error) {
 		if len(a.ids) > 0 {
 			return q.MessageRetryFailedIDs(ctx, db, store.MessageRetryFailedIDsParams{

@@ -7,15 +7,14 @@ import (
 	"strings"
 )
 
-// maxGeneratedKeyLen is the width of the indexed key columns (VARCHAR(191)): a longer key is
-// hashed.
+// maxGeneratedKeyLen is the width of the indexed key columns. A longer key is hashed.
 const maxGeneratedKeyLen = 191
 
-// IdempotencyKeyOf is the idempotency key of a generated payload type (generated code support:
-// see the package documentation): eventType, then ":<byte length>:<value>" for each value. The
-// length prefix makes the text decodable, so different value lists never share it ("a:b","c"
-// and "a","b:c" differ). A key longer than 191 bytes (the indexed column) becomes "sha256:"
-// and the hex SHA-256 of that text. Its output never changes between releases: stored rows are
+// IdempotencyKeyOf is the idempotency key of a generated payload type, for generated code. It
+// is eventType, followed by a colon, the value's byte length, a colon and the value for each
+// value. The length prefix makes the text decodable, so different value lists never share it.
+// A key longer than 191 bytes, the indexed column's width, becomes "sha256:" and the hex
+// SHA-256 of that text. Its output never changes between releases, since stored rows are
 // matched by it.
 func IdempotencyKeyOf(eventType string, values ...string) string {
 	key := joinKey(eventType, values)
@@ -26,11 +25,11 @@ func IdempotencyKeyOf(eventType string, values ...string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// OrderingKeyOf is the ordering key of a generated payload type (generated code support: see
-// the package documentation): group, then ":<byte length>:<value>" for each value, as
-// IdempotencyKeyOf writes them. A key longer than 191 bytes becomes "<group>:sha256:" and the
-// hex SHA-256 of that text: the group stays readable, and keys of different groups still
-// differ. Its output never changes between releases: stored rows are matched by it.
+// OrderingKeyOf is the ordering key of a generated payload type, for generated code. It is
+// group, followed by each value as IdempotencyKeyOf writes them. A key longer than 191 bytes
+// becomes the group, then ":sha256:" and the hex SHA-256 of that text. The group thus stays
+// readable, and keys of different groups still differ. Its output never changes between
+// releases, since stored rows are matched by it.
 func OrderingKeyOf(group string, values ...string) string {
 	key := joinKey(group, values)
 	if len(key) <= maxGeneratedKeyLen {
@@ -40,7 +39,7 @@ func OrderingKeyOf(group string, values ...string) string {
 	return group + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
-// joinKey writes prefix, then ":<byte length>:<value>" per value.
+// joinKey writes prefix, then a colon, the byte length, a colon and the value per value.
 func joinKey(prefix string, values []string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
@@ -53,10 +52,10 @@ func joinKey(prefix string, values []string) string {
 	return b.String()
 }
 
-// KeyText is the text of a key field whose type is a Go type of the application's (a {go:}
-// type of the catalog), which the generator proved a string kind (generated code support: see
-// the package documentation). Should the type change after generation, the ~string constraint
-// makes that a compile error: string(x) of an integer would compile and yield one rune.
+// KeyText is the text of a key field, for generated code. The field's type is a Go type of the
+// application's, named by a {go:} type of the catalog, which the generator proved a string
+// kind. Should the type change after generation, the ~string constraint makes that a compile
+// error. string(x) of an integer would compile and yield one rune.
 func KeyText[T ~string](v T) string {
 	return string(v)
 }

@@ -9,17 +9,19 @@ import (
 	"strings"
 )
 
-// PayloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal reports
-// (generated code support: see the package documentation): a field that is not optional but
-// missing or null (generated Enqueue functions write every field, and null only for nil
-// pointers, lists, maps, bytes, json and {go:} values), or an enum value the catalog does not
-// list. Each problem names its field by its path in the JSON ("amount.currency",
-// "lines[2].sku"). Unknown fields are not problems. The zero value is ready to use.
+// PayloadCheck collects what is wrong with a stored payload beyond what json.Unmarshal
+// reports, for generated code.
+//   - A field that is not optional may be missing or null. Generated Enqueue functions write
+//     every field, and null only for nil pointers, lists, maps, bytes, json and {go:} values.
+//   - An enum value may be one the catalog does not list.
+//
+// Each problem names its field by its path in the JSON, such as "lines[2].sku". Unknown fields
+// are not problems. The zero value is ready to use.
 type PayloadCheck struct {
 	problems []string
 }
 
-// add records a problem of the value at path ("" is the payload itself).
+// add records a problem of the value at path. The path "" is the payload itself.
 func (c *PayloadCheck) add(path, problem string) {
 	if path == "" {
 		c.problems = append(c.problems, "the payload"+problem)
@@ -28,7 +30,7 @@ func (c *PayloadCheck) add(path, problem string) {
 	c.problems = append(c.problems, fmt.Sprintf("field %q%s", path, problem))
 }
 
-// Err returns every problem as one error (one line, for last_error), or nil.
+// Err returns every problem as one error on one line, for last_error, or nil.
 func (c *PayloadCheck) Err() error {
 	if len(c.problems) == 0 {
 		return nil
@@ -36,8 +38,8 @@ func (c *PayloadCheck) Err() error {
 	return errors.New("payload: " + strings.Join(c.problems, "; "))
 }
 
-// Object returns the JSON object raw, the value at path ("" for the payload itself), and
-// whether it is one. null is a problem: Enqueue never writes null for a struct.
+// Object returns the JSON object raw, the value at path, and whether it is one. The path ""
+// is the payload itself. null is a problem, since Enqueue never writes null for a struct.
 func (c *PayloadCheck) Object(path string, raw json.RawMessage) (PayloadObject, bool) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil {
@@ -65,15 +67,15 @@ func (c *PayloadCheck) Enum(path string, raw json.RawMessage, values ...string) 
 }
 
 // PayloadObject is a JSON object of a stored payload, at a path, whose members a generated
-// decoder checks (generated code support: see the package documentation). Problems go to the
-// PayloadCheck that returned it.
+// decoder checks. Problems go to the PayloadCheck that returned it.
 type PayloadObject struct {
 	c       *PayloadCheck
 	at      string
 	members map[string]json.RawMessage
 }
 
-// Path is the path of the member name: "name" in the payload itself, "at.name" below it.
+// Path is the path of the member name. It is "name" in the payload itself, and "at.name"
+// below it.
 func (o PayloadObject) Path(name string) string {
 	if o.at == "" {
 		return name
@@ -95,8 +97,8 @@ func (o PayloadObject) Required(name string) json.RawMessage {
 	return nil
 }
 
-// Nullable returns the member name, nil when it is null (a nil list, map, []byte,
-// json.RawMessage or {go:} value), or nil after recording that it is missing.
+// Nullable returns the member name, or nil after recording that it is missing. It returns nil
+// too when the member is null, for a nil list, map, []byte, json.RawMessage or {go:} value.
 func (o PayloadObject) Nullable(name string) json.RawMessage {
 	raw, ok := o.members[name]
 	if !ok {
@@ -118,15 +120,15 @@ func (o PayloadObject) Optional(name string) json.RawMessage {
 	return raw
 }
 
-// PayloadItem is an element of a list or map in a stored payload, with its path (generated
-// code support: see the package documentation).
+// PayloadItem is an element of a list or map in a stored payload, with its path, for
+// generated code.
 type PayloadItem struct {
 	Path string
 	Raw  json.RawMessage
 }
 
 // PayloadList returns the elements of the JSON array raw, the value at path, with the paths
-// path[0], path[1] and so on. null, or a value that is not an array, has none: the caller
+// path[0], path[1] and so on. null, or a value that is not an array, has none. The caller
 // decoded the whole payload with json.Unmarshal already, which reports a wrong type.
 func PayloadList(path string, raw json.RawMessage) []PayloadItem {
 	var list []json.RawMessage
@@ -138,9 +140,9 @@ func PayloadList(path string, raw json.RawMessage) []PayloadItem {
 	return items
 }
 
-// PayloadMap returns the members of the JSON object raw, the value at path: path[key], in key
-// order. null, or a value that is not an object, has none: the caller decoded the whole
-// payload with json.Unmarshal already, which reports a wrong type.
+// PayloadMap returns the members of the JSON object raw, the value at path, in key order. Each
+// member's path is path[key]. null, or a value that is not an object, has none. The caller
+// decoded the whole payload with json.Unmarshal already, which reports a wrong type.
 func PayloadMap(path string, raw json.RawMessage) []PayloadItem {
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &m) // decoded once already, with the whole payload

@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// SendDirect runs a direct event's handler in-process (generated code support: see the package
-// documentation): it calls fn until it succeeds, up to p.MaxAttempts times (3 when unset),
-// within ctx and p.Timeout (DefaultTimeout when unset), waiting 100ms, 200ms, ... up to 1s
-// between attempts: a direct event never waits on the outbox's long backoff, and never touches
-// the database. An error marked Permanent is not retried. It returns nil on the first success,
-// else every attempt's error joined, under "<eventType>: direct send: ".
+// SendDirect runs a direct event's handler in-process, for generated code. It calls fn until it
+// succeeds, up to p.MaxAttempts times, or 3 when unset. It runs within ctx and p.Timeout, or
+// DefaultTimeout when unset. Between attempts it waits 100ms, then twice as long each time, up
+// to 1s. A direct event thus never waits on the outbox's long backoff, and never touches the
+// database. An error marked Permanent is not retried. It returns nil on the first success.
+// Otherwise it returns every attempt's error joined, prefixed by the event type and "direct
+// send".
 func SendDirect(ctx context.Context, p Policy, eventType, key string, fn func(context.Context, Delivery) error) error {
 	attempts := p.MaxAttempts
 	if attempts <= 0 {

@@ -1,7 +1,6 @@
-// Shutdown's give-back: rows this worker claimed but whose handlers have not started are made
-// PENDING again the moment Run's context ends, so that another worker delivers them at once,
-// instead of being started one by one as running handlers finish, which kept a stopping
-// worker delivering (and holding the rows) for up to ShutdownTimeout.
+// Shutdown's give-back. Rows this worker claimed but whose handlers have not started become
+// PENDING again the moment Run's context ends, so that another worker delivers them at once.
+// A stopping worker thus holds no row it will not start.
 
 package outbox
 
@@ -14,15 +13,15 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-// dispatchRef names one dispatch of a row: the same row may come back under a newer claim.
+// dispatchRef names one dispatch of a row. The same row may come back under a newer claim.
 type dispatchRef struct {
 	id    MessageID
 	token string
 }
 
 // queueLocked records m as claimed and not yet started. It reports false once Run has taken
-// the unstarted rows for its give-back: such a row, handed off in that instant, is given back
-// through the result sink instead. w.mu is held.
+// the unstarted rows for its give-back. A row handed off in that instant is given back through
+// the result sink instead. w.mu is held.
 func (w *Worker) queueLocked(m claimed) bool {
 	if w.unstarted == nil {
 		return false
@@ -31,9 +30,9 @@ func (w *Worker) queueLocked(m claimed) bool {
 	return true
 }
 
-// startLocked decides, against Run's give-back, whether m's handler may start: false once Run's
-// context has ended, and m is then left to the give-back (queued) or given back by the caller.
-// w.mu is held.
+// startLocked decides, against Run's give-back, whether m's handler may start. It returns
+// false once Run's context has ended. A queued m is then left to the give-back, and any other
+// m is given back by the caller. w.mu is held.
 func (w *Worker) startLocked(m claimed, stop <-chan struct{}) bool {
 	select {
 	case <-stop:
@@ -44,8 +43,8 @@ func (w *Worker) startLocked(m claimed, stop <-chan struct{}) bool {
 	return true
 }
 
-// takeUnstartedLocked ends the queue of unstarted rows and returns them: from now on no
-// handler starts in this Run (its context has ended). w.mu is held.
+// takeUnstartedLocked ends the queue of unstarted rows and returns them. No handler starts in
+// this Run after it, since its context has ended. w.mu is held.
 func (w *Worker) takeUnstartedLocked() []claimed {
 	rows := make([]claimed, 0, len(w.unstarted))
 	for _, m := range w.unstarted {
@@ -56,8 +55,9 @@ func (w *Worker) takeUnstartedLocked() []claimed {
 }
 
 // giveBackUnstarted makes rows PENDING again, due at once, with their claims' attempts given
-// back: one fenced statement per claim, tried a few times until ctx ends. Rows it cannot write
-// stay PROCESSING and are reclaimed after their lease, delivered later but not lost.
+// back. It runs one fenced statement per claim, tried a few times until ctx ends. Rows it
+// cannot write stay PROCESSING and are reclaimed after their lease. They are delivered later
+// but not lost.
 func (w *Worker) giveBackUnstarted(ctx context.Context, rows []claimed) {
 	if len(rows) == 0 {
 		return
@@ -77,7 +77,7 @@ func (w *Worker) giveBackUnstarted(ctx context.Context, rows []claimed) {
 		tok := tokens[0]
 		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		var n int64
-		// Inlined arguments: one round trip whatever the DSN (see inlineExec).
+		// Arguments are inlined, so the statement is one round trip whatever the DSN.
 		n, err = q.MessageGiveBackClaim(wctx, inlineExec{w.db}, store.MessageGiveBackClaimParams{
 			ClaimToken: sql.NullString{String: tok, Valid: true}, Ids: ids[tok]})
 		cancel()
@@ -100,7 +100,7 @@ func (w *Worker) giveBackUnstarted(ctx context.Context, rows []claimed) {
 			slog.Int("unstarted", len(rows)), slog.Int64("given_back", given), slog.String("error", err.Error()))
 		return
 	}
-	// Fewer than len(rows): the rest were reclaimed by a newer claim, whose they are now.
+	// Fewer than len(rows) means a newer claim reclaimed the rest, and they are its rows.
 	w.log.LogAttrs(ctx, slog.LevelInfo, "outbox unstarted messages given back",
 		slog.Int("unstarted", len(rows)), slog.Int64("given_back", given))
 }

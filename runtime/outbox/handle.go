@@ -1,8 +1,8 @@
-// What an enqueue's handle is: a transaction its statements join, a pool on which each
-// statement commits on its own, or one session that may or may not have a transaction open.
-// Enqueue refuses a handle that would commit its message on its own unless Standalone says so,
-// and then makes the statements of an ordered message commit together in a transaction of its
-// own.
+// What an enqueue's handle is. It may be a transaction its statements join, or a pool on which
+// each statement commits on its own. It may be one session that may or may not have a
+// transaction open. Enqueue refuses a handle that would commit its message on its own unless
+// Standalone says so. It then makes the statements of an ordered message commit together in a
+// transaction of its own.
 
 package outbox
 
@@ -21,20 +21,21 @@ import (
 type handleKind int
 
 const (
-	// handleTx is a transaction: *sql.Tx, a type wrapping one, any type with a Commit method.
+	// handleTx is a transaction, such as *sql.Tx, a type wrapping one, or any type with a
+	// Commit method.
 	handleTx handleKind = iota
-	// handlePool commits each statement on its own, on whichever connection it gets: *sql.DB,
-	// a type embedding one (it has Stats), and any other type that can begin transactions and
-	// has no Commit (GORM's PrepareStmt pool, for one).
+	// handlePool commits each statement on its own, on whichever connection it gets. It is
+	// *sql.DB, or a type embedding one, which has Stats. It is also any other type that can
+	// begin transactions and has no Commit, such as GORM's PrepareStmt pool.
 	handlePool
-	// handleConn is one session, inside a transaction or not: *sql.Conn, or a type wrapping one
-	// (it has Raw). inTransaction tells which.
+	// handleConn is one session, inside a transaction or not. It is *sql.Conn, or a type
+	// wrapping one, which has Raw. inTransaction tells which.
 	handleConn
 )
 
 // kindOf classifies tx by its type alone, with no round trip. A *sql.Tx, the hot path, is
 // answered by the first case. A type that has neither Commit nor BeginTx is taken for a
-// transaction: nothing could make it atomic anyway.
+// transaction, since nothing could make it atomic anyway.
 func kindOf(tx DBTX) handleKind {
 	switch tx.(type) {
 	case *sql.Tx:
@@ -53,7 +54,7 @@ func kindOf(tx DBTX) handleKind {
 	if _, ok := tx.(interface{ Raw(func(any) error) error }); ok {
 		return handleConn
 	}
-	// By name, whatever the signature: ORMs return their own transaction types from BeginTx.
+	// By name, whatever the signature, since ORMs return their own transaction types from BeginTx.
 	t := reflect.TypeOf(tx)
 	if _, ok := t.MethodByName("Commit"); ok {
 		return handleTx
@@ -64,17 +65,17 @@ func kindOf(tx DBTX) handleKind {
 	return handleTx
 }
 
-// The probe's statements (queries/txprobe.sql).
+// The probe's statements, from queries/txprobe.sql.
 var probeSavepoint, probeRelease = queries.TxProbe()
 
 // erSavepointDoesNotExist is ER_SP_DOES_NOT_EXIST, which RELEASE SAVEPOINT returns outside a
 // transaction on MariaDB and MySQL alike.
 const erSavepointDoesNotExist = 1305
 
-// inTransaction says whether the session behind conn has a transaction open (BEGIN, or
-// autocommit off), so that statements on it commit with that transaction and not one by one.
-// A savepoint outlives its statement only inside a transaction: outside, its release fails
-// with 1305. Two round trips, paid only on a *sql.Conn.
+// inTransaction says whether the session behind conn has a transaction open, after BEGIN or
+// with autocommit off. Statements on it then commit with that transaction and not one by one.
+// A savepoint outlives its statement only inside a transaction. Outside, its release fails
+// with error 1305. The probe costs two round trips, paid only on a *sql.Conn.
 func inTransaction(ctx context.Context, conn DBTX) (bool, error) {
 	if _, err := conn.ExecContext(ctx, probeSavepoint); err != nil {
 		return false, fmt.Errorf("transaction probe: %w", err)
@@ -103,10 +104,10 @@ var (
 	errorType     = reflect.TypeOf((*error)(nil)).Elem()
 )
 
-// beginOwn begins a transaction on h through its BeginTx: database/sql's signature directly;
-// any other that takes (context.Context, *sql.TxOptions) and returns a value with ExecContext,
-// QueryContext, QueryRowContext, Commit and Rollback beside an error (GORM's, bun's) by
-// reflection.
+// beginOwn begins a transaction on h through its BeginTx. database/sql's signature is called
+// directly. Any other BeginTx is called by reflection, such as GORM's and bun's. It must take a
+// context.Context and a *sql.TxOptions. It must return an error and a value with ExecContext,
+// QueryContext, QueryRowContext, Commit and Rollback.
 func beginOwn(ctx context.Context, h DBTX) (ownTx, error) {
 	if b, ok := h.(interface {
 		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)

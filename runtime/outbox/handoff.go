@@ -1,17 +1,9 @@
-// InTx's handoff: a message enqueued inside InTx, of an event type that a running Worker of
-// this process handles, is inserted already claimed by that worker (PROCESSING under a claim
-// token and a lease, as a claim would leave it) and, once InTx has committed, dispatched from
-// memory: no claim transaction, no wait for a poll. Across processes the claim loop's adaptive
-// polling does the job (claimLoop).
-//
-// What keeps it safe: until the commit the row is invisible, and after it, it is not PENDING,
-// so no other claim takes it; the worker's slot is reserved at the enqueue, so a handed-off
-// message never waits for one; if the process dies between the commit and the dispatch, the
-// lease expires and the reclaim makes the row PENDING again, as for any claim; if the worker has
-// stopped by the commit, InTx gives the row back (PENDING, due at once, attempt returned); if
-// the transaction took so long that the handler could outlive the lease, the dispatch gives it
-// back instead of running it (acquireAndHandle). Ordered and delayed messages never take this
-// path: the first must wait for their key's turn, the second for their time.
+// InTx's hand-off. A message enqueued inside InTx, of an event type that a running Worker of
+// this process handles, is inserted already claimed by that worker. Once InTx has committed,
+// the worker dispatches it from memory, with no claim transaction and no wait for a poll.
+// docs/design.md says why this is safe. The worker's slot is reserved at the enqueue, so a
+// handed-off message never waits for one. A transaction may take so long that the handler
+// could outlive the lease. The dispatch then gives the row back instead of running it.
 
 package outbox
 
@@ -26,15 +18,15 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-// handoffTokenEvery is how long a worker's handoff claim token stays in use. Results are
-// written one UPDATE per token, so a token shared by the messages handed off within this time
-// lets one statement record them all; the token is only ever written on a row at its insert,
-// so sharing it weakens no fence.
+// handoffTokenEvery is how long a worker's hand-off claim token stays in use. Results are
+// written one UPDATE per token. A token shared by the messages handed off within this time
+// thus lets one statement record them all. The token is only ever written on a row at its
+// insert, so sharing it weakens no fence.
 const handoffTokenEvery = time.Second
 
 // handoffTx collects what Enqueue handed off inside one InTx transaction.
 type handoffTx struct {
-	db     *sql.DB   // InTx's: only its workers take the messages
+	db     *sql.DB   // InTx's pool, whose workers alone take the messages
 	reg    *registry // where db's workers are found
 	mu     sync.Mutex
 	rows   []handedOff
@@ -47,8 +39,8 @@ type handedOff struct {
 	m   claimed
 }
 
-// beginHandoff registers tx for handoffs when a worker of this process runs on db; nil when
-// none does.
+// beginHandoff registers tx for hand-offs when a worker of this process runs on db. It
+// returns nil when none does.
 func (r *registry) beginHandoff(db *sql.DB, tx *sql.Tx) *handoffTx {
 	if !r.has(db) {
 		return nil
@@ -80,9 +72,9 @@ func (r *registry) handoffFor(tx DBTX) *handoffTx {
 	return h.(*handoffTx)
 }
 
-// enqueue inserts m claimed by a worker of db's that handles m.EventType and has a
-// free slot, and records it in h. ok is false when no worker can take it: the caller then
-// inserts it PENDING.
+// enqueue inserts m claimed by a worker of db's that handles m.EventType and has a free slot,
+// and records it in h. ok is false when no worker can take it. The caller then inserts it
+// PENDING.
 func (h *handoffTx) enqueue(ctx context.Context, tx *sql.Tx, m Message, hdr string) (id MessageID, ok bool, err error) {
 	w, gen, token := h.reg.reserveHandoff(h.db, m.EventType)
 	if w == nil {
@@ -133,18 +125,18 @@ func (r *registry) reserveHandoff(db *sql.DB, eventType string) (w *Worker, gen 
 }
 
 // reserveHandoff takes a dispatch slot for a handed-off message when this worker is running,
-// handles eventType, and has a slot free (or reserved by the claim in progress) and room for
-// its result.
+// handles eventType, and has room for its result and a slot free. A slot reserved by the
+// claim in progress counts as free.
 func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok bool) {
 	if _, handles := w.router.lookup(eventType); !handles {
 		return 0, "", false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// The slots a claim in progress reserved count as free: the claim takes them all while it
-	// runs (a millisecond or more), and a handoff that found none would fall back to a wake and
-	// a claim, the cost the handoff exists to avoid. If the claim fills them, the handed-off
-	// message waits for a slot, at most Concurrency of them, like a prefetched row.
+	// The slots a claim in progress reserved count as free. The claim takes them all while it
+	// runs, a millisecond or more. A hand-off that found none would fall back to a wake and a
+	// claim, the cost the hand-off exists to avoid. If the claim fills them, the handed-off
+	// message waits for a slot like a prefetched row. At most Concurrency of them wait.
 	if !w.accepting || w.schemaHeld() || w.free+w.claiming <= 0 || w.sink.len() >= w.sinkCap {
 		return 0, "", false
 	}
@@ -165,15 +157,16 @@ func (w *Worker) unreserveHandoff(gen int) {
 	}
 }
 
-// takeHandoff dispatches a handed-off message whose transaction committed; false when the Run
-// that reserved its slot has stopped accepting work (its caller then gives the row back).
+// takeHandoff dispatches a handed-off message whose transaction committed. It returns false
+// when the Run that reserved its slot has stopped accepting work. Its caller then gives the row
+// back.
 func (w *Worker) takeHandoff(gen int, m claimed) bool {
 	w.mu.Lock()
 	if !w.accepting || w.gen != gen {
 		w.mu.Unlock()
 		return false
 	}
-	// Under w.mu: Run stops accepting, under w.mu, before it waits for the dispatches.
+	// Under w.mu, since Run stops accepting under w.mu before it waits for the dispatches.
 	w.dispatch.Add(1)
 	w.mu.Unlock()
 	if o, ok := w.cfg.Observer.(HandoffObserver); ok {
@@ -185,8 +178,9 @@ func (w *Worker) takeHandoff(gen int, m claimed) bool {
 }
 
 // committed dispatches the handed-off messages of a committed transaction. It reports whether
-// the workers still need a wake: some message of the transaction was not handed off, or none
-// was (it may have been enqueued through a wrapper of the *sql.Tx that handoffFor does not see).
+// the workers still need a wake. They do when some message of the transaction was not handed
+// off. They do too when none was, since a message may have been enqueued through a wrapper of
+// the *sql.Tx that handoffFor does not see.
 func (h *handoffTx) committed(ctx context.Context, db *sql.DB) (wake bool) {
 	h.mu.Lock()
 	rows, others := h.rows, h.others
@@ -200,9 +194,9 @@ func (h *handoffTx) committed(ctx context.Context, db *sql.DB) (wake bool) {
 	return wake || others > 0 || len(rows) == 0
 }
 
-// abandoned returns the slots of a transaction that rolled back, or whose end InTx cannot know
-// (fn committed or rolled back itself): then the rows, if committed, are given back so that any
-// worker claims them at once.
+// abandoned returns the slots of a transaction that rolled back, or whose end InTx cannot
+// know because fn committed or rolled back itself. In the second case the rows, if committed,
+// are given back so that any worker claims them at once.
 func (h *handoffTx) abandoned(ctx context.Context, db *sql.DB, maybeCommitted bool) {
 	if h == nil {
 		return
@@ -219,9 +213,10 @@ func (h *handoffTx) abandoned(ctx context.Context, db *sql.DB, maybeCommitted bo
 	}
 }
 
-// giveBackHandoff makes a handed-off row that will not be dispatched here PENDING again, due at
-// once, with its attempt returned (fenced on its token: a no-op if the row does not exist). If
-// that write fails, the row is reclaimed after its lease: delivered late, not lost.
+// giveBackHandoff makes a handed-off row that will not be dispatched here PENDING again, due
+// at once, with its attempt returned. The write is fenced on its token, so it does nothing if
+// the row does not exist. If the write fails, the row is reclaimed after its lease. It is then
+// delivered late, not lost.
 func giveBackHandoff(ctx context.Context, db *sql.DB, r handedOff, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()

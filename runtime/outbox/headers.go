@@ -1,6 +1,6 @@
-// Headers: string metadata that travels with a message (a trace context, a tenant, a request
-// id), and the enqueue hooks that let an integration (runtime/outboxotel) add headers, so that
-// the core imports no tracing library.
+// Headers are string metadata that travels with a message, such as a trace context, a tenant
+// or a request id. Enqueue hooks let an integration such as runtime/outboxotel add headers, so
+// that the core imports no tracing library.
 
 package outbox
 
@@ -14,10 +14,13 @@ import (
 	"unicode/utf8"
 )
 
-// Header limits, checked at enqueue: a message carries at most MaxHeaders headers; a key is 1 to
-// 128 bytes of letters, digits and - _ . : (no spaces, no control characters: it becomes a NATS
-// or Kafka header name); a value is valid UTF-8 of at most 4096 bytes without CR, LF or NUL (it
-// must not be able to forge another header or a log line); all together at most 16 KiB.
+// Header limits, checked at enqueue.
+//   - A message carries at most MaxHeaders headers.
+//   - A key is 1 to 128 bytes of letters, digits and - _ . and colon. It has no
+//     space and no control character, because it becomes a NATS or Kafka header name.
+//   - A value is valid UTF-8 of at most 4096 bytes without CR, LF or NUL. It
+//     must not be able to forge another header or a log line.
+//   - All headers together take at most 16 KiB.
 const (
 	MaxHeaders          = 64
 	maxHeaderKeyBytes   = 128
@@ -25,17 +28,17 @@ const (
 	maxHeadersBytes     = 16 << 10
 )
 
-// Reserved header prefixes: "outbox-" is the runtime's own. The W3C trace context keys
-// (traceparent, tracestate, baggage) are what runtime/outboxotel writes; setting them by hand is
-// allowed but competes with it.
+// Reserved header prefixes. "outbox-" is the runtime's own. runtime/outboxotel writes the W3C
+// trace context keys traceparent, tracestate and baggage. Setting them by hand is allowed but
+// competes with it.
 const ReservedHeaderPrefix = "outbox-"
 
 var headerKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
 
-// Header adds a header to the message: stored with the row, given to the handler as
+// Header adds a header to the message. It is stored with the row, given to the handler as
 // Delivery.Headers, shown by `outboxgen show`, and carried by the relays as broker headers.
-// The same key twice keeps the last value. Invalid keys and values make Enqueue fail, naming the
-// header (see MaxHeaders); keys starting with ReservedHeaderPrefix are refused.
+// The same key twice keeps the last value. Invalid keys and values make Enqueue fail, naming
+// the header. MaxHeaders lists the limits. Keys starting with ReservedHeaderPrefix are refused.
 func Header(key, value string) EnqueueOption {
 	return func(o *enqueueOptions) {
 		if o.headers == nil {
@@ -45,19 +48,20 @@ func Header(key, value string) EnqueueOption {
 	}
 }
 
-// EnqueueHook adds headers to a message being enqueued in ctx: the trace context of the
-// enqueuing span, say. It must not block; headers it sets are validated like Header's.
+// EnqueueHook adds headers to a message being enqueued in ctx, such as the trace context of
+// the enqueuing span. It must not block. Headers it sets are validated like Header's.
 type EnqueueHook func(ctx context.Context, eventType string, headers map[string]string)
 
 var (
 	hooksMu      sync.RWMutex
-	enqueueHooks []*EnqueueHook // replaced, never changed in place: headersOf reads it unlocked
+	enqueueHooks []*EnqueueHook // replaced, never changed in place, because headersOf reads it unlocked
 )
 
-// AddEnqueueHook registers h for every Enqueue of this process, in registration order, before
-// the hooks of the context (WithEnqueueHook) and the caller's own Header options (which win on
-// the same key). Call it at startup: generated EnqueueX functions take no configuration, so the
-// hook is process-wide. remove unregisters h; it may be called more than once.
+// AddEnqueueHook registers h for every Enqueue of this process. The process-wide hooks run in
+// registration order, before the hooks of the context from WithEnqueueHook. The caller's own
+// Header options come last and win on the same key. Call it at startup. Generated EnqueueX
+// functions take no configuration, so the hook is process-wide. remove unregisters h, and it
+// may be called more than once.
 func AddEnqueueHook(h EnqueueHook) (remove func()) {
 	p := &h
 	hooksMu.Lock()
@@ -79,15 +83,16 @@ func AddEnqueueHook(h EnqueueHook) (remove func()) {
 type ctxHooksKey struct{}
 
 // WithEnqueueHook returns a context whose Enqueue calls run h, after the process-wide hooks and
-// the hooks ctx already carries. Its scope is the context: two parts of one process (two tests,
-// two tenants) can each have their own hooks.
+// the hooks ctx already carries. Its scope is the context. Two parts of one process, such as
+// two tests or two tenants, can each have their own hooks.
 func WithEnqueueHook(ctx context.Context, h EnqueueHook) context.Context {
 	prev, _ := ctx.Value(ctxHooksKey{}).([]EnqueueHook)
 	hooks := append(prev[:len(prev):len(prev)], h)
 	return context.WithValue(ctx, ctxHooksKey{}, hooks)
 }
 
-// headersOf merges the hooks' headers and the options' and checks them; nil when there are none.
+// headersOf merges the hooks' headers and the options' and checks them. It returns nil when
+// there are none.
 func headersOf(ctx context.Context, eventType string, given map[string]string) (map[string]string, error) {
 	hooksMu.RLock()
 	hooks := enqueueHooks
@@ -140,7 +145,8 @@ func headersOf(ctx context.Context, eventType string, given map[string]string) (
 	return h, nil
 }
 
-// encodeHeaders is the column's JSON object (encoding/json sorts map keys: deterministic).
+// encodeHeaders is the column's JSON object. encoding/json sorts map keys, so it is
+// deterministic.
 func encodeHeaders(h map[string]string) (string, error) {
 	if len(h) == 0 {
 		return "", nil
@@ -149,7 +155,7 @@ func encodeHeaders(h map[string]string) (string, error) {
 	return string(b), err
 }
 
-// decodeHeaders reads the column; a row whose headers do not decode (written by hand) delivers
+// decodeHeaders reads the column. A row whose headers do not decode, written by hand, delivers
 // none rather than failing the message.
 func decodeHeaders(s string) map[string]string {
 	if s == "" {
@@ -166,16 +172,16 @@ func decodeHeaders(s string) map[string]string {
 }
 
 // decodePlainHeaders is decodeHeaders' fast path for what encodeHeaders writes in the common
-// case (a trace context, a request id): {"k":"v","k2":"v2"} with no whitespace, no escape and
-// only printable ASCII in the strings, which encoding/json decodes to the strings as written.
-// Anything else (an escape, a non-ASCII byte, whitespace, an empty object, invalid JSON) is
-// left to encoding/json: ok is false.
+// case, a trace context or a request id. That is an object with no whitespace, no escape and
+// only printable ASCII in the strings. encoding/json decodes those to the strings as written.
+// ok is false for anything else, which is left to encoding/json. That includes an escape, a
+// non-ASCII byte, whitespace, an empty object and invalid JSON.
 func decodePlainHeaders(s string) (h map[string]string, ok bool) {
 	if len(s) < len(`{"":""}`) || s[0] != '{' || s[len(s)-1] != '}' {
 		return nil, false
 	}
-	// The entries' count when the strings are plain (they hold no quote); a hint only, capped
-	// for a column written by hand.
+	// The entries' count when the strings are plain and so hold no quote. It is a hint only,
+	// capped for a column written by hand.
 	n := min(strings.Count(s, `":"`), MaxHeaders)
 	i := 1
 	for {

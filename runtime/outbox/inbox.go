@@ -11,20 +11,20 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-// Once records (consumer, key) in outbox_inbox on tx and reports whether this is the first
-// time. Call it inside the handler's own transaction, with d.IdempotencyKey, before the
-// effects. If first is false, skip the effects and commit. The record commits or rolls back
+// Once records the pair of consumer and key in outbox_inbox on tx and reports whether this is
+// the first time. Call it inside the handler's own transaction, with d.IdempotencyKey, before
+// the effects. If first is false, skip the effects and commit. The record commits or rolls back
 // with the effects. So the handler's database effects happen at most once, even though delivery
 // is at-least-once. A rolled-back transaction records nothing.
 //
 // consumer names the handler, so two handlers of one event deduplicate separately. consumer
-// and key must be non-empty and at most 191 characters. Keys compare byte for byte: "in_1Ab"
-// and "in_1aB", "café" and "cafe", "a" and "a " are different keys on every server. The answer
-// does not depend on the DSN's clientFoundRows.
+// and key must be non-empty and at most 191 characters. Keys compare byte for byte. "in_1Ab"
+// and "in_1aB" are different keys on every server, and so are "café" and "cafe", or "a" and
+// "a ". The answer does not depend on the DSN's clientFoundRows.
 //
-// While another transaction holds the same (consumer, key) uncommitted, Once waits for it, up
-// to innodb_lock_wait_timeout. Then first is false if that transaction committed, and true if
-// it rolled back.
+// Another transaction may hold the same consumer and key uncommitted. Once then waits for it,
+// up to innodb_lock_wait_timeout. Then first is false if that transaction committed, and true
+// if it rolled back.
 func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err error) {
 	if consumer == "" || key == "" {
 		return false, fmt.Errorf("outbox: Once: consumer %q and key %q must be non-empty", consumer, key)

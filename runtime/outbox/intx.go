@@ -1,5 +1,5 @@
-// InTx: a transaction that the package begins and commits, so that it can wake the workers of
-// its *sql.DB, or hand messages off to them (handoff.go), after the commit.
+// InTx is a transaction that the package begins and commits. It can therefore wake the workers
+// of its *sql.DB after the commit, or hand messages off to them.
 
 package outbox
 
@@ -10,16 +10,16 @@ import (
 	"fmt"
 )
 
-// InTx runs fn in a new transaction on db: it begins, calls fn, and commits when fn returns
-// nil. When fn returns an error or panics, the transaction is rolled back (the panic then
-// continues) and the error is returned; nothing fn enqueued is kept.
+// InTx runs fn in a new transaction on db. It begins, calls fn, and commits when fn returns
+// nil. When fn returns an error or panics, the transaction is rolled back and the error is
+// returned. A panic continues after the rollback. Nothing fn enqueued is kept.
 //
 // When a Worker of this process runs on the same *sql.DB, the messages fn enqueues on tx are
-// delivered without waiting for a poll. A message of an event type such a worker handles, with
-// no ordering key and no Delay, is handed off to it (while it has a dispatch slot free): Enqueue
-// writes the row already claimed by that worker, and after the commit the worker runs its
-// handler straight away, with no claim transaction. Any other message is claimed at once:
-// InTx wakes the workers after the commit.
+// delivered without waiting for a poll. Such a worker may handle the message's event type and
+// have a dispatch slot free. A message with no ordering key and no Delay is then handed off to
+// it. Enqueue writes the row already claimed by that worker. After the commit the worker runs
+// its handler straight away, with no claim transaction. Any other message is claimed at once,
+// since InTx wakes the workers after the commit.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
 	if db == nil {
 		return errors.New("outbox: InTx: nil db")
@@ -38,7 +38,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 			return
 		}
 		h.abandoned(ctx, db, false)
-		// Runs on error and on panic; a panic keeps unwinding after the rollback.
+		// Runs on error and on panic. A panic keeps unwinding after the rollback.
 		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) && err != nil {
 			err = errors.Join(err, fmt.Errorf("outbox: InTx: rollback: %w", rbErr))
 		}
@@ -48,17 +48,18 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
-			// fn ended the transaction itself. Its writes may well be committed: give back what
-			// was handed off and wake the workers (harmless if it rolled back), and say so
-			// distinctly, so that a caller does not retry the whole operation and enqueue twice.
+			// fn ended the transaction itself, and its writes may well be committed. Give back
+			// what was handed off and wake the workers, which is harmless if it rolled back.
+			// Say so distinctly, so that a caller does not retry the whole operation and
+			// enqueue twice.
 			committed = true
 			h.abandoned(ctx, db, true)
 			running.wake(db)
 			return ErrTxEnded
 		}
-		// A failed commit may have rolled back already; the deferred Rollback then says
-		// ErrTxDone. A commit that failed after all may have landed: its handed-off rows are
-		// then reclaimed after their lease.
+		// A failed commit may have rolled back already. The deferred Rollback then says
+		// ErrTxDone. A commit that failed may still have landed. Its handed-off rows are then
+		// reclaimed after their lease.
 		return fmt.Errorf("outbox: InTx: commit: %w", err)
 	}
 	committed = true
@@ -69,7 +70,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error
 }
 
 // ErrTxEnded is returned by InTx when fn committed or rolled back the transaction itself and
-// returned nil. InTx cannot tell which: what fn wrote may be committed, so do not retry the
-// operation on this error (it would enqueue again); fix fn to leave Commit to InTx. It wraps
-// sql.ErrTxDone.
+// returned nil. InTx cannot tell which, and what fn wrote may be committed. Do not retry the
+// operation on this error, since it would enqueue again. Fix fn to leave Commit to InTx. It
+// wraps sql.ErrTxDone.
 var ErrTxEnded = fmt.Errorf("outbox: InTx: fn committed or rolled back the transaction itself (its writes may be committed; do not retry): %w", sql.ErrTxDone)

@@ -1,5 +1,5 @@
-// Steps 4 and 5, reclaim and watch: every ReclaimInterval, expired leases are returned to
-// PENDING (or FAILED) and rows stuck past 3x their lease are reported.
+// Steps 4 and 5 of the worker's cycle, the reclaim and the watch. Every ReclaimInterval,
+// expired leases are returned to PENDING or FAILED. Rows stuck past three leases are reported.
 
 package outbox
 
@@ -14,8 +14,8 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
-// maintainLoop runs reclaim (step 4) and the stuck watch (step 5) at start and then every
-// ReclaimInterval until ctx is done.
+// maintainLoop runs the reclaim and the stuck watch at start and then every ReclaimInterval
+// until ctx is done.
 func (w *Worker) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.ReclaimInterval)
 	defer t.Stop()
@@ -46,8 +46,8 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 	}
 }
 
-// reclaimOnce returns expired leases to PENDING (or FAILED when attempts are exhausted), in
-// batches, and returns how many rows it moved. The UPDATE is idempotent, so every worker runs
+// reclaimOnce returns expired leases to PENDING in batches, or to FAILED when attempts are
+// exhausted. It returns how many rows it moved. The UPDATE is idempotent, so every worker runs
 // it without a leader.
 func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
 	var total int64
@@ -71,8 +71,8 @@ func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// watchOnce counts stuck rows (PROCESSING past 3x their lease: nobody is reclaiming) and
-// reports them as an incident each time it sees any.
+// watchOnce counts stuck rows and reports them as an incident each time it sees any. A stuck
+// row is PROCESSING past three times its lease, so nobody is reclaiming it.
 func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
 	n, err := q.MessageCountStuck(ctx, w.db)
 	if err != nil {
@@ -84,7 +84,7 @@ func (w *Worker) watchOnce(ctx context.Context) (int64, error) {
 		if w.cfg.DisableReclaim {
 			msg += " (this worker's reclaim is disabled)"
 		}
-		// Through report only: a line of our own as well would page log-based alerting twice.
+		// Through report only. A line of our own as well would page log-based alerting twice.
 		w.report(ctx, incident.Incident{Kind: incident.Stuck, Subject: "outbox_messages", Err: errors.New(msg)})
 	}
 	return n, nil

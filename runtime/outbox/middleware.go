@@ -1,5 +1,5 @@
-// Middleware: what wraps every handler call of a Worker, so that an integration
-// (runtime/outboxotel) can trace handlers without the core importing a tracing library.
+// Middleware wraps every handler call of a Worker. An integration such as runtime/outboxotel
+// can thus trace handlers without the core importing a tracing library.
 
 package outbox
 
@@ -8,16 +8,16 @@ import (
 	"fmt"
 )
 
-// Middleware wraps every handler call of a Worker (Config.Middleware): tracing, metrics, a
-// tenant's context. It sees the payload, the Delivery (headers included) and the handler's
-// error, and must return the error it was given (or one that wraps it) unless it means to change
-// the outcome.
+// Middleware wraps every handler call of a Worker, as Config.Middleware. It serves tracing,
+// metrics or a tenant's context. It sees the payload, the Delivery with its headers, and the
+// handler's error. It must return the error it was given, or one that wraps it, unless it
+// means to change the outcome.
 type Middleware func(next HandlerFunc) HandlerFunc
 
-// wrapHandlers applies mws to the handler of every route, the first entry outermost, once: a
-// Worker's router is its own snapshot, and wrapping at each call cost every message an
-// allocation per middleware (and a middleware that panicked while wrapping did so outside
-// callHandler's recover, taking the process down). A panic while wrapping is an error here.
+// wrapHandlers applies mws to the handler of every route once, the first entry outermost. A
+// Worker's router is its own snapshot, so wrapping once serves every call. Wrapping at each
+// call would cost every message an allocation per middleware. A panic while wrapping is an
+// error here, since it happens outside callHandler's recover.
 func (r *Router) wrapHandlers(mws []Middleware) (err error) {
 	for t, rt := range r.routes {
 		for i := len(mws) - 1; i >= 0; i-- {

@@ -14,39 +14,44 @@ import (
 	"github.com/outboxgen/outboxgen/queries"
 )
 
-// Schema returns the DDL of every outboxgen table (queries/schema.sql), for users who apply
-// migrations with their own tool (goose, atlas, golang-migrate). Each statement is idempotent.
+// Schema returns the DDL of every outboxgen table, from queries/schema.sql. It serves users who
+// apply migrations with their own tool, such as goose, atlas or golang-migrate. Each statement
+// is idempotent.
 func Schema() string { return queries.Schema }
 
-// Migrate brings the outboxgen tables of the DSN's database to the current schema version
-// (SchemaVersion), on a connection of its own: never on a caller's transaction, because MySQL
-// commits DDL implicitly. It first checks the DSN as NewWorker does (parseTime=true, a loc of
-// offset zero) and that the server can run the worker's READ COMMITTED writes (not binlog_format=STATEMENT).
+// Migrate brings the outboxgen tables of the DSN's database to SchemaVersion, on a connection
+// of its own. It never runs on a caller's transaction, because MySQL commits DDL implicitly. It
+// first checks the DSN as NewWorker does, for parseTime=true and a loc of offset zero. It also
+// checks that the server can run the worker's READ COMMITTED writes, which
+// binlog_format=STATEMENT forbids.
 //
-//   - A missing table is created (this needs the CREATE privilege).
-//   - A table of an earlier version (each table's COMMENT records its version; version 1 had
-//     none) is upgraded in place with the statements SchemaUpgrade lists, which keep every row
-//     and its status, lease and claim token: workers running during the upgrade wait for the
-//     ALTER and go on after it. Version 1 -> 2 changes column types, which copies the table on
-//     every server: writes to it wait for the copy. Apply SchemaUpgrade's statements with your
-//     own tool (gh-ost, pt-online-schema-change) to avoid that on a large table.
-//   - A table at the current version is checked: every column must exist with its type, and
-//     text columns must be utf8mb4. The error names each table, column, what it is and what it
-//     should be, rather than let every later query fail or compare keys case-blind.
+//   - A missing table is created. This needs the CREATE privilege.
+//   - A table of an earlier version is upgraded in place with the statements SchemaUpgrade
+//     lists. Each table's COMMENT records its version, and a table without one is version 1.
+//     The upgrade keeps every row with its status, lease and claim token. Workers running
+//     during the upgrade wait for the ALTER and go on after it.
+//   - The upgrade from version 1 to 2 changes column types, which copies the table on every
+//     server. Writes to it wait for the copy. On a large table, apply SchemaUpgrade's
+//     statements with an online tool such as gh-ost or pt-online-schema-change instead.
+//   - A table at the current version is checked. Every column must exist with its type, and
+//     text columns must be utf8mb4. The error names each table and column, what it is and what
+//     it should be. Otherwise every later query could fail or compare keys case-blind.
 //   - A table of a later version is left alone when its COMMENT allows this version to run on
-//     it ("outboxgen schema N min M" with M <= SchemaVersion: the change was additive), so an
-//     older instance of a rolling deploy still starts. Otherwise Migrate changes nothing and
-//     fails, naming both versions, with an error that wraps ErrSchemaTooNew.
+//     it, with "outboxgen schema N min M" and M <= SchemaVersion. That marks an additive
+//     change, and an older instance of a rolling deploy still starts. Otherwise Migrate
+//     changes nothing and fails, naming both versions, with an error that wraps
+//     ErrSchemaTooNew.
 //
-// Tables that are current are left as they are, so an application may call Migrate at startup
-// as a user with only SELECT, INSERT, UPDATE and DELETE once the tables exist. Two processes
-// calling Migrate at once take turns (a named lock per database); the second finds nothing to do.
+// Tables that are current are left as they are. An application may therefore call Migrate at
+// startup as a user with only SELECT, INSERT, UPDATE and DELETE once the tables exist. Two
+// processes calling Migrate at once take turns under a named lock per database. The second
+// finds nothing to do.
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if db == nil {
 		return errors.New("outbox: Migrate: nil db")
 	}
 	err := withMigrateConn(ctx, db, func(conn *sql.Conn, tables []schemaTable) error {
-		// Every table is read before any is altered: a table that needs a newer outboxgen
+		// Every table is read before any is altered. A table that needs a newer outboxgen
 		// stops the whole migration, rather than leave the others half upgraded beside it.
 		plans := make([][]string, len(tables))
 		errs := make([]error, len(tables))
@@ -74,7 +79,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 				return errs[i]
 			}
 			for _, stmt := range plans[i] {
-				// The statement itself stays out of the error: callers log errors, often with
+				// The statement itself stays out of the error. Callers log errors, often with
 				// log.Fatal, and 20 lines of DDL would bury the cause.
 				if err := execDDL(ctx, conn, stmt); err != nil {
 					return fmt.Errorf("%s %s: %w", ddlVerb(stmt), t.name, err)
@@ -99,9 +104,9 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // SchemaUpgrade returns the statements that Migrate would run on the DSN's database to bring
-// its outboxgen tables to SchemaVersion: CREATE TABLE for a missing table, ALTER TABLE for one
-// of an earlier version, nothing for a current one. It changes nothing. `outboxgen schema
-// --upgrade --dsn ...` prints them for users who apply migrations with their own tool.
+// its outboxgen tables to SchemaVersion. A missing table gets CREATE TABLE, a table of an
+// earlier version ALTER TABLE, and a current one nothing. It changes nothing. `outboxgen
+// schema --upgrade --dsn ...` prints them for users who apply migrations with their own tool.
 func SchemaUpgrade(ctx context.Context, db *sql.DB) ([]string, error) {
 	if db == nil {
 		return nil, errors.New("outbox: SchemaUpgrade: nil db")
@@ -155,11 +160,11 @@ func withMigrateConn(ctx context.Context, db *sql.DB, fn func(*sql.Conn, []schem
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer func() {
-		// The named lock belongs to the session: a connection whose release failed is closed
-		// rather than pooled (database/sql drops a connection whose Raw returns ErrBadConn), which
-		// ends the session and frees the lock.
+		// The named lock belongs to the session. A connection whose release failed is closed
+		// rather than pooled, which ends the session and frees the lock. database/sql drops a
+		// connection whose Raw returns ErrBadConn.
 		if err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // always ErrBadConn: that is the point
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // always ErrBadConn, which is the point
 		}
 		if cerr := conn.Close(); cerr != nil && err == nil && !errors.Is(cerr, sql.ErrConnDone) {
 			err = fmt.Errorf("return connection: %w", cerr)
@@ -192,9 +197,9 @@ func withMigrateConn(ctx context.Context, db *sql.DB, fn func(*sql.Conn, []schem
 	return nil
 }
 
-// instantClause is how an upgrade asks for online DDL (queries/upgrades/). A server that cannot
-// do the change in place refuses the clause with ER_ALTER_OPERATION_NOT_SUPPORTED(_REASON)
-// (1845, 1846); the statement then runs again with the server's default algorithm.
+// instantClause is how an upgrade in queries/upgrades asks for online DDL. A server that
+// cannot do the change in place refuses the clause with error 1845 or 1846. The statement then
+// runs again with the server's default algorithm.
 var instantClause = regexp.MustCompile(`(?i),\s*ALGORITHM\s*=\s*INSTANT\s*$`)
 
 func execDDL(ctx context.Context, conn *sql.Conn, stmt string) error {
@@ -217,24 +222,24 @@ func ddlVerb(stmt string) string {
 // tableState is what information_schema says of one table.
 type tableState struct {
 	exists  bool
-	version int                   // from the COMMENT; 1 when it has none
-	min     int                   // the oldest outboxgen that may run on it (schemacheck.go)
-	mark    TableSchema           // the COMMENT read (schemacheck.go)
+	version int                   // from the COMMENT, or 1 when it has none
+	min     int                   // the oldest outboxgen that may run on it
+	mark    TableSchema           // the COMMENT read
 	columns map[string]columnInfo // by lowercased name
 }
 
 type columnInfo struct {
 	columnType string // COLUMN_TYPE, normalised by normType
-	charset    string // CHARACTER_SET_NAME; "" for non-text types
+	charset    string // CHARACTER_SET_NAME, or "" for non-text types
 	collation  string
 }
 
 // tableQuery and columnsQuery read the catalog of the current database. They are SQL in Go
-// code because sqlc's MySQL catalog has no information_schema ("schema "information_schema"
-// does not exist"). No rows means the table does not exist (or this user has no privilege on it).
+// code because sqlc's MySQL catalog has no information_schema. No rows means the table does
+// not exist, or this user has no privilege on it.
 const (
 	tableQuery = `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
-	// NULLs are scanned as such: COALESCE(x, empty string) is NULL under MariaDB's
+	// NULLs are scanned as such. COALESCE(x, empty string) is NULL under MariaDB's
 	// EMPTY_STRING_IS_NULL.
 	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME
 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
@@ -251,7 +256,7 @@ func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, e
 	}
 	mark, err := parseSchemaComment(table, comment.String)
 	if err != nil {
-		// A mark this outboxgen cannot read is a newer outboxgen's: neither upgrade nor check it.
+		// A mark this outboxgen cannot read is a newer outboxgen's. Neither upgrade nor check it.
 		return st, tooNewError([]string{err.Error()})
 	}
 	st.exists, st.version, st.min, st.mark = true, mark.Version, mark.Min, mark
@@ -275,8 +280,8 @@ func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, e
 	return st, nil
 }
 
-// upgradeStatements is what table t needs: CREATE when missing, the ALTERs of every later
-// version when older, nothing when current.
+// upgradeStatements is what table t needs. That is CREATE when missing, the ALTERs of every
+// later version when older, and nothing when current.
 func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 	if !st.exists {
 		return []string{t.ddl}, nil
@@ -285,15 +290,15 @@ func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 		if !st.mark.Compatible() {
 			return nil, tooNewError([]string{st.mark.tooNew([]string{t.name})})
 		}
-		// A newer outboxgen migrated it and says this one may still run on it: a rolling
+		// A newer outboxgen migrated it and says this one may still run on it. A rolling
 		// deploy whose old instances call Migrate at start must not stop there.
 		return nil, nil
 	}
 	if st.version == SchemaVersion {
 		return nil, nil
 	}
-	// An older table must at least have the columns every version had, or it is another
-	// program's table of the same name: refuse before altering it.
+	// An older table must at least have the columns of every version. Otherwise it is another
+	// program's table of the same name, refused before any ALTER.
 	var missing []string
 	for _, c := range t.columns {
 		if _, ok := st.columns[c.name]; !ok && c.since <= st.version {
@@ -336,10 +341,10 @@ func alterTarget(stmt string) string {
 	return ""
 }
 
-// check compares a current table with the DDL: every column present, of its type, text in
-// utf8mb4. Byte comparison of identifiers follows from their VARBINARY type. Of a table that a
-// newer outboxgen migrated, only the columns' presence is checked: an additive change may
-// widen a type (an ENUM value this version never writes).
+// check compares a current table with the DDL. Every column must be present, of its type, and
+// text must be utf8mb4. Byte comparison of identifiers follows from their VARBINARY type. Of a
+// table that a newer outboxgen migrated, only the columns' presence is checked. An additive
+// change may widen a type, say with an ENUM value this version never writes.
 func (t schemaTable) check(st tableState) []string {
 	var problems []string
 	for _, c := range t.columns {
@@ -365,8 +370,8 @@ func (t schemaTable) check(st tableState) []string {
 
 var intWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)\([0-9]+\)`)
 
-// normType makes a DDL type and information_schema's COLUMN_TYPE comparable: lowercase, no
-// spaces, no integer display width (MariaDB shows int(11), MySQL 8.0.19+ int).
+// normType makes a DDL type and information_schema's COLUMN_TYPE comparable. It lowercases and
+// drops spaces and the integer display width, which MariaDB shows and MySQL does not.
 func normType(s string) string {
 	s = strings.ToLower(strings.Join(strings.Fields(s), ""))
 	return intWidth.ReplaceAllString(s, "$1")
@@ -382,8 +387,8 @@ type schemaTable struct {
 type schemaColumn struct {
 	name      string // lowercased
 	typ       string // normType of the DDL type, without CHARACTER SET and COLLATE
-	collation string // the DDL's COLLATE, lowercased; "" when it names none
-	since     int    // the schema version that added it (1 for the first release's columns)
+	collation string // the DDL's COLLATE, lowercased, or "" when it names none
+	since     int    // the schema version that added it, 1 for the first version's columns
 }
 
 var collateClause = regexp.MustCompile(`(?i)\s+(CHARACTER\s+SET\s+\S+|COLLATE\s+(\S+))`)
@@ -396,11 +401,11 @@ var columnSince = map[string]int{
 	"outbox_messages.ordering_seq": 4,
 }
 
-// columnDef splits a column line of schema.sql: "name TYPE [NOT NULL|NULL|DEFAULT ...],".
+// columnDef splits a column line of schema.sql, a name, a type and the column's options.
 var columnDef = regexp.MustCompile(`^\s*` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `\s+(.+?)(\s+(NOT\s+NULL|NULL|DEFAULT|AUTO_INCREMENT)\b.*)?,?\s*$`)
 
 // schemaTables reads the table names, columns and types from Schema's statements, so the checks
-// cannot drift from the DDL. It relies on schema.sql's layout, one column or key per line;
+// cannot drift from the DDL. It relies on schema.sql's layout, one column or key per line.
 // TestSchemaTablesMatchCreatedTables compares the result with the tables the DDL creates.
 func schemaTables() ([]schemaTable, error) {
 	const prefix = "CREATE TABLE IF NOT EXISTS "

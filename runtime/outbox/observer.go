@@ -6,37 +6,39 @@ import "time"
 type Outcome string
 
 const (
-	OutcomeSent    Outcome = "sent"    // handler returned nil: SENT
-	OutcomeRetried Outcome = "retried" // handler failed, attempts remain: PENDING with backoff
-	OutcomeFailed  Outcome = "failed"  // permanent error, attempts exhausted or undecodable: FAILED
+	OutcomeSent    Outcome = "sent"    // the handler returned nil, and the row is SENT
+	OutcomeRetried Outcome = "retried" // the handler failed with attempts left, and the row is PENDING with backoff
+	OutcomeFailed  Outcome = "failed"  // a permanent error, exhausted attempts or an undecodable payload made the row FAILED
 )
 
-// Observer receives the worker's events, for metrics (runtime/outboxprom adapts it to
-// Prometheus without making the core depend on it). Methods are called from the worker's
-// goroutines and must be fast, non-blocking and safe for concurrent use.
+// Observer receives the worker's events, for metrics. runtime/outboxprom adapts it to
+// Prometheus without making the core depend on Prometheus. Methods are called from the
+// worker's goroutines and must be fast, non-blocking and safe for concurrent use.
 type Observer interface {
-	// Claimed: one claim transaction took d and claimed n rows (n may be 0). Messages InTx hands
-	// off to a worker of its process (see InTx) pass through no claim: an Observer that also
+	// Claimed says one claim transaction took d and claimed n rows. n may be 0. Messages that
+	// InTx hands off to a worker of its process pass through no claim. An Observer that also
 	// implements HandoffObserver hears of them.
 	Claimed(n int, d time.Duration)
-	// Handled: a handler call for eventType ended with outcome after d.
+	// Handled says a handler call for eventType ended with outcome after d.
 	Handled(eventType string, outcome Outcome, d time.Duration)
-	// Reclaimed: a reclaim pass moved n stale rows back to PENDING (or FAILED when exhausted).
+	// Reclaimed says a reclaim pass moved n stale rows back to PENDING, or to FAILED when their
+	// attempts were spent.
 	Reclaimed(n int64)
-	// Stuck: a watch pass saw n rows PROCESSING past 3x their lease (n > 0 only).
+	// Stuck says a watch pass saw n rows PROCESSING past three times their lease. It comes
+	// only for n > 0.
 	Stuck(n int64)
 }
 
 // HandoffObserver is an optional extension of Observer. A worker whose Observer implements it
-// reports each message InTx handed off to it (see InTx): born claimed by that worker, it passes
-// through no claim transaction, so Claimed never counts it. An Observer that counts consumed
-// messages adds these to get them all; one that times claims leaves them out.
+// reports each message InTx handed off to it. Such a message is born claimed by that worker
+// and passes through no claim transaction, so Claimed never counts it. An Observer that counts
+// consumed messages adds these to get them all. One that times claims leaves them out.
 type HandoffObserver interface {
-	// HandedOff: n messages were handed off to the worker, which dispatches them now.
+	// HandedOff says n messages were handed off to the worker, which dispatches them at once.
 	HandedOff(n int)
 }
 
-// NopObserver ignores every event; embed it to implement only some methods.
+// NopObserver ignores every event. Embed it to implement only some methods.
 type NopObserver struct{}
 
 func (NopObserver) Claimed(int, time.Duration)             {}

@@ -1,5 +1,7 @@
-// Ordering keys: the seq an ordered message takes on its enqueuing transaction, and the held
-// keys that Stats reports. Broken keys and their repair are in broken.go.
+// Ordering keys at enqueue. An ordered message takes a seq on its enqueuing transaction, and a
+// queue entry puts it in its key's order. The release of a key's next message is in
+// ordering_release.go. Held keys are in ordering_held.go, and broken keys in
+// ordering_broken.go.
 
 package outbox
 
@@ -9,26 +11,46 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-// nextSeq takes key's next seq on tx and leaves the key's counter row locked until tx ends: a
-// second transaction enqueueing for the key waits there, and takes the following seq once the
-// first commits (or the same one if it rolls back).
+// enqueueSeq is the first ordered step of an enqueue. It takes m's seq in its key's order,
+// before the message's INSERT. It is 0 for an unordered message.
+func enqueueSeq(ctx context.Context, tx DBTX, m Message) (int64, error) {
+	if m.OrderingKey == "" {
+		return 0, nil
+	}
+	// The key's next seq, its counter row locked until the caller's transaction ends.
+	seq, err := nextSeq(ctx, tx, m.OrderingKey)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %q: ordering key: %w", m.EventType, explain(err))
+	}
+	return seq, nil
+}
+
+// enqueueQueueEntry is the last ordered step of an enqueue. It writes the queue entry of
+// message id at seq, on the same tx as the message. It does nothing for an unordered message.
+func enqueueQueueEntry(ctx context.Context, tx DBTX, m Message, seq, id int64) error {
+	if m.OrderingKey == "" {
+		return nil
+	}
+	err := q.OrderingQueueInsert(ctx, inlineExec{sdb(tx)}, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
+	if err != nil {
+		return fmt.Errorf("outbox: Enqueue %q: ordering queue: %w", m.EventType, explain(err))
+	}
+	return nil
+}
+
+// nextSeq takes key's next seq on tx and leaves the key's counter row locked until tx ends. A
+// second transaction enqueueing for the key waits there. It takes the following seq once the
+// first commits, or the same one if the first rolls back.
 //
-// The counter statement runs under the key's named lock (OrderingKeyLock), so that one session
-// at a time waits in it. Two waiting there could deadlock each other with no other lock
-// involved: when the key is new and the transaction that inserted its row rolls back, MariaDB
-// turns every waiter's lock into a lock on the gap the row leaves, and each waiter's insert
-// then waits for the other's gap lock. The victim would be a business transaction.
-//
-// The named lock waits at most a second; then the statement runs without it and waits for the
-// row like any row lock. That bounds the delay when this transaction itself holds the row (a
-// second event of a key in one transaction) while another session waits for it under the named
-// lock, and it leaves a real cycle with the application's own locks to InnoDB's deadlock
-// detector, which cannot see named locks. A key's first transaction would have to stay open
-// that long, with two others waiting for it, and roll back, for the deadlock above to recur.
+// The counter statement runs under the key's named lock, so that one session at a time waits
+// in it. The named lock waits at most a second, and then the statement runs without it.
+// "The key's named lock" in docs/design.md says why.
 func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
-	// A named lock belongs to a session: on a pool, one pinned connection takes and releases it.
+	// A named lock belongs to a session. On a pool, one pinned connection takes and releases it.
 	lockDB := inlineExec{sdb(tx)}
 	if pool, ok := tx.(interface {
 		Conn(context.Context) (*sql.Conn, error)
@@ -59,19 +81,4 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 		}()
 	}
 	return q.OrderingNext(ctx, inlineExec{sdb(tx)}, key)
-}
-
-// HeldKey is one held ordering key (Snapshot.Held).
-type HeldKey struct {
-	// OrderingKey is the key (group-prefixed, as generated code builds it).
-	OrderingKey string
-	// Head is the message holding the key, HeadStatus its status (FAILED or PENDING) and
-	// HeadEventType its event type (the key's group can span several types).
-	Head          MessageID
-	HeadStatus    Status
-	HeadEventType string
-	// Waiting is how many messages of the key wait behind the head.
-	Waiting int64
-	// For is how long the first of them has waited since it was enqueued.
-	For time.Duration
 }

@@ -1,6 +1,6 @@
-// Outages: a database that stops answering turns every poll into a failure. The loops back off
-// and log once per change of state (down, still down every outageRepeat, back), not at every
-// attempt: an operator reads three lines, not thousands.
+// Outages. A database that stops answering turns every poll into a failure. The loops back
+// off. They log once per change of state, not at every attempt. The states are down, still
+// down every outageRepeat, and back. An operator thus reads three lines, not thousands.
 
 package outbox
 
@@ -13,13 +13,13 @@ import (
 const (
 	// outageRepeat is how often a continuing failure is logged again.
 	outageRepeat = time.Minute
-	// outageBackoffMax caps the claim loop's wait between failed claims (or PollInterval when
-	// that is longer): the worker notices a recovered database within it.
+	// outageBackoffMax caps the claim loop's wait between failed claims, unless PollInterval
+	// is longer. The worker notices a recovered database within it.
 	outageBackoffMax = 5 * time.Second
 )
 
-// outage tracks the failures of one loop ("claim", "reclaim", "stuck watch"). Used by one
-// goroutine only.
+// outage tracks the failures of one loop, such as the claim or the reclaim. One goroutine
+// alone uses it.
 type outage struct {
 	what     string
 	failures int
@@ -53,8 +53,8 @@ func (o *outage) ok(ctx context.Context, log *slog.Logger) {
 	o.failures = 0
 }
 
-// backoff is how long to wait before the next try: base while all is well, then doubling per
-// failure up to max(base, outageBackoffMax).
+// backoff is how long to wait before the next try. It is base while all is well. It then
+// doubles per failure up to max(base, outageBackoffMax).
 func (o *outage) backoff(base time.Duration) time.Duration {
 	if o.failures == 0 {
 		return base

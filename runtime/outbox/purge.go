@@ -13,25 +13,26 @@ import (
 
 // PurgeFilter selects what Purge deletes.
 type PurgeFilter struct {
-	// Status is StatusSent or StatusFailed; anything else is an error. Required.
+	// Status is StatusSent or StatusFailed. Anything else is an error. Required.
 	Status Status
-	// OlderThan is the retention: rows sent (or failed) more than OlderThan ago, by the database
-	// clock, are deleted. Must be >= 0. The purge scans by next_attempt_at, which the runtime
-	// never sets after sent_at or failed_at; a row made FAILED by hand while due in the future
-	// waits until that due time is also older than OlderThan (and one without failed_at counts
-	// as failed at that due time). Must be 0 when IDs is set.
+	// OlderThan is the retention. Rows sent or failed more than OlderThan ago, by the database
+	// clock, are deleted. It must be >= 0, and 0 when IDs is set. The purge scans by
+	// next_attempt_at, which the runtime never sets after sent_at or failed_at. A row made
+	// FAILED by hand while due in the future waits until that due time is also older than
+	// OlderThan. A row without failed_at counts as failed at its due time.
 	OlderThan time.Duration
 	// IDs, when non-empty, deletes exactly these messages, whatever their age, if they have
-	// Status: an operator discarding messages that must never be delivered. At most 10,000.
+	// Status. It serves an operator discarding messages that must never be delivered. At most
+	// 10,000.
 	IDs []MessageID
-	// BatchSize is the number of rows one DELETE removes (or ids one transaction takes), so
-	// that no statement holds many row locks for long. Defaults to 1000.
+	// BatchSize is the number of rows one DELETE removes, or of ids one transaction takes. No
+	// statement thus holds many row locks for long. Defaults to 1000.
 	BatchSize int
 	// DryRun makes Purge count the rows it would delete, and delete nothing.
 	DryRun bool
 }
 
-// maxPurgeIDs bounds PurgeFilter.IDs: one DELETE takes them all.
+// maxPurgeIDs bounds PurgeFilter.IDs.
 const maxPurgeIDs = 10000
 
 // Purge deletes SENT or FAILED rows older than f.OlderThan, or exactly f.IDs. It deletes in
@@ -92,9 +93,7 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if err != nil || n == 0 {
 				return n, err
 			}
-			// A purged FAILED head releases its ordering key (in the same transaction).
-			_, err = q.OrderingQueueCleanup(ctx, tx)
-			return n, err
+			return n, releasePurged(ctx, tx)
 		})
 		total += n
 		if err != nil {
@@ -108,8 +107,8 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 
 // purgeIDs deletes exactly f.IDs that have f.Status, f.BatchSize ids per READ COMMITTED
 // transaction. Each transaction locks its ids by primary key, then deletes what it locked. A
-// Ctrl-C (ctx cancelled) before COMMIT rolls the batch back. Without the transaction the server
-// would finish a statement the client gave up on.
+// Ctrl-C, which cancels ctx, before COMMIT rolls the batch back. Without the transaction the
+// server would finish a statement the client gave up on.
 func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	st := store.OutboxMessagesStatus(f.Status)
 	var total int64
@@ -134,8 +133,7 @@ func purgeIDs(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 			if err != nil || len(locked) == 0 {
 				return 0, err
 			}
-			// A purged FAILED ordered head releases its key (SENT ones left the queue already).
-			if err := q.OrderingQueueDeleteMessages(ctx, tx, locked); err != nil {
+			if err := releasePurgedIDs(ctx, tx, locked); err != nil {
 				return 0, err
 			}
 			return q.MessageDeleteLocked(ctx, tx, locked)

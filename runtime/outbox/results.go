@@ -1,5 +1,5 @@
-// Step 3, record: handler results wait in a sink and are written in batches, one transaction
-// per batch, each write fenced on the row's claim token.
+// Step 3 of the worker's cycle, the record. Handler results wait in a sink and are written in
+// batches, one transaction per batch. Each write is fenced on the row's claim token.
 
 package outbox
 
@@ -27,7 +27,7 @@ type resultSink struct {
 
 func newResultSink() *resultSink { return &resultSink{notify: make(chan struct{}, 1)} }
 
-// put queues r; false when the sink is closed (Run has returned).
+// put queues r. It returns false when the sink is closed because Run has returned.
 func (s *resultSink) put(r result) bool {
 	s.mu.Lock()
 	if s.closed {
@@ -35,7 +35,7 @@ func (s *resultSink) put(r result) bool {
 		return false
 	}
 	s.buf = append(s.buf, r)
-	if r.outcome == OutcomeSent && r.orderingKey != "" {
+	if r.releasesKey() {
 		s.ordered++
 	}
 	s.mu.Unlock()
@@ -51,13 +51,6 @@ func (s *resultSink) take() (batch []result, closed bool) {
 	defer s.mu.Unlock()
 	batch, s.buf, s.ordered = s.buf, nil, 0
 	return batch, s.closed
-}
-
-// holdsOrdered says a result waiting in the sink releases an ordering key when written.
-func (s *resultSink) holdsOrdered() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ordered > 0
 }
 
 func (s *resultSink) len() int {
@@ -85,10 +78,10 @@ func (s *resultSink) close() {
 	}
 }
 
-// flushLoop is step 3: it writes results in batches, one transaction per batch. A batch is
-// written once BatchSize results wait or flushLinger after the first of them arrived, so
-// under load one commit records many claims' results (commits, not the loop, bound
-// throughput) while no result waits much longer than flushLinger (<= 100ms) for its write.
+// flushLoop is step 3. It writes results in batches, one transaction per batch. A batch is
+// written once BatchSize results wait, or flushLinger after the first of them arrived. Under
+// load, one commit thus records many claims' results, since commits bound throughput. No
+// result waits much longer than flushLinger for its write.
 func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 	linger := time.NewTimer(flushLinger)
 	linger.Stop()
@@ -111,7 +104,7 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 			w.testSignals.flushed.Signal(len(batch))
 		}
 		if closed {
-			// Results put before close are in batch; put refuses the rest.
+			// Results put before close are in batch. put refuses the rest.
 			if rest, _ := sink.take(); len(rest) > 0 {
 				w.writeResults(ctx, rest)
 				w.testSignals.flushed.Signal(len(rest))
@@ -122,11 +115,12 @@ func (w *Worker) flushLoop(ctx context.Context, sink *resultSink) {
 }
 
 // writeResults records a batch with fenced writes in one transaction. A failed write is
-// retried (the fence makes a repeat harmless) with backoff for up to half the lease, so a
-// database hiccup of seconds does not turn delivered messages into redeliveries after their
-// lease; meanwhile the full result sink stops new claims. Once Run is shutting down it gives
-// up after a few quick tries, so Run can return. Refused writes (the row was reclaimed and is
-// no longer this claim's) are logged and counted; they change nothing.
+// retried with backoff for up to half the lease, and the fence makes a repeat harmless. A
+// database hiccup of seconds thus does not turn delivered messages into redeliveries after
+// their lease. Meanwhile the full result sink stops new claims. Once Run is shutting down, it
+// gives up after a few quick tries, so Run can return. A refused write means the row was
+// reclaimed and is no longer this claim's. Refused writes are logged and counted, and they
+// change nothing.
 func (w *Worker) writeResults(ctx context.Context, batch []result) (written, refused int) {
 	return w.writeResultsUntil(ctx, batch, w.clock.Now().Add(w.cfg.StaleAfter/2), func() bool {
 		w.mu.Lock()
@@ -145,9 +139,9 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 			written, refused, err = w.writeResultsTx(wctx, batch)
 			cancel()
 		} else {
-			// After a failure, one row at a time: a write that this one row makes fail (a
-			// value its column refuses) must not take the other rows' results with it, and the
-			// rows written stay written while the rest are tried again.
+			// After a failure, the rows are written one at a time. One row may make a write
+			// fail, with a value its column refuses. It must not take the other rows' results
+			// with it. The rows written stay written while the rest are tried again.
 			var n, r int
 			n, r, batch, err = w.writeEach(ctx, batch)
 			written, refused = written+n, refused+r
@@ -170,7 +164,8 @@ func (w *Worker) writeResultsUntil(ctx context.Context, batch []result, deadline
 		}
 		pause = nextWritePause(pause)
 	}
-	// The rows stay PROCESSING and are reclaimed after their lease: delivered again, not lost.
+	// The rows stay PROCESSING and are reclaimed after their lease. They are delivered again,
+	// not lost.
 	w.log.LogAttrs(ctx, slog.LevelError, "outbox result write failed; the rows will be reclaimed after their lease and delivered again",
 		slog.Int("results", len(batch)), slog.String("error", err.Error()))
 	return written, refused
@@ -199,15 +194,15 @@ func (w *Worker) writeEach(ctx context.Context, batch []result) (written, refuse
 func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, refused int, err error) {
 	releasedKeys := 0
 	defer func() {
-		// A key's next message became claimable: claim it now rather than at the next poll
-		// (a key's throughput is one message per claim-handle-record round).
+		// A key's next message became claimable, so claim it now rather than at the next
+		// poll. A key's throughput is one message per round of claim, handler and record.
 		if err == nil && releasedKeys > 0 {
 			w.Wake()
 		}
 	}()
 	// Id order keeps concurrent writers' lock order consistent.
 	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
-	sent := map[string][]int64{} // successes by claim token: one UPDATE per claim
+	sent := map[string][]int64{} // successes by claim token, for one UPDATE per claim
 	var tokens []string
 	others := 0
 	for _, r := range batch {
@@ -221,19 +216,14 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		sent[r.token] = append(sent[r.token], int64(r.id))
 	}
 
-	// One statement needs no transaction (autocommit saves BEGIN and COMMIT round trips);
-	// several share one, so a batch costs one commit. Fenced updates by primary key lock only
-	// their own rows, so the default isolation is fine.
-	// Inlined arguments: one round trip per statement whatever the DSN (see inlineExec).
+	// One statement needs no transaction, and autocommit saves the BEGIN and COMMIT round
+	// trips. Several statements share one, so a batch costs one commit. Fenced updates by
+	// primary key lock only their own rows, so the default isolation is fine. Arguments are
+	// inlined, so each statement is one round trip whatever the DSN.
 	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
-	orderedSent := 0
-	for _, r := range batch {
-		if r.outcome == OutcomeSent && r.orderingKey != "" {
-			orderedSent++
-		}
-	}
-	if len(tokens)+others+orderedSent > 1 {
+	release := newKeyRelease(batch)
+	if len(tokens)+others+release.count > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
@@ -248,12 +238,6 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		}()
 	}
 
-	ordered := map[MessageID]result{} // SENT results of ordered messages: their queue entries go
-	for _, r := range batch {
-		if r.outcome == OutcomeSent && r.orderingKey != "" {
-			ordered[r.id] = r
-		}
-	}
 	var refusedRes []result
 	for _, tok := range tokens {
 		ids := sent[tok]
@@ -271,25 +255,13 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 			for _, row := range rows {
 				if row.Status != store.OutboxMessagesStatusSENT || row.ClaimToken.String != tok {
 					refusedRes = append(refusedRes, result{id: MessageID(row.ID), token: tok, outcome: OutcomeSent})
-					delete(ordered, MessageID(row.ID)) // not ours to release: the newer claim will
+					release.refused(MessageID(row.ID))
 				}
 			}
 		}
 	}
-	// In the same transaction as SENT: the key's next message becomes its head exactly when this
-	// one is recorded sent. One statement for the batch, which finds each queue entry by its
-	// primary key and so never waits for an open enqueue's entry (see OrderingQueueDeleteSent).
-	if len(ordered) > 0 {
-		ids := make([]int64, 0, len(ordered))
-		for _, r := range batch {
-			if _, ok := ordered[r.id]; ok {
-				ids = append(ids, int64(r.id))
-			}
-		}
-		if _, err := q.OrderingQueueDeleteSent(ctx, db, ids); err != nil {
-			return 0, 0, fmt.Errorf("release ordering keys: %w", err)
-		}
-		releasedKeys = len(ids)
+	if releasedKeys, err = release.write(ctx, db, batch); err != nil {
+		return 0, 0, err
 	}
 	for _, r := range batch {
 		var n int64

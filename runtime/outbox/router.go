@@ -8,8 +8,8 @@ import (
 )
 
 // Router maps event types to handlers and their policies. Generated code builds one with
-// NewRouter(Handlers) or RegisterX; the worker claims only the event types its router handles,
-// so an old instance in a rolling deploy leaves new types alone.
+// NewRouter and RegisterX. The worker claims only the event types its router handles, so an
+// old instance in a rolling deploy leaves new types alone.
 type Router struct {
 	routes map[string]route
 }
@@ -23,11 +23,11 @@ type route struct {
 // NewRouter returns an empty Router.
 func NewRouter() *Router { return &Router{routes: map[string]route{}} }
 
-// Handle registers h for eventType with policy p (zero fields take the built-in defaults).
-// NewWorker takes a copy of the routes and refuses a negative or out-of-range policy; a route
-// added after NewWorker is not served by that worker.
-// It panics on an empty type, a nil handler or a duplicate type: those are startup
-// misconfigurations, not runtime conditions.
+// Handle registers h for eventType with policy p, whose zero fields take the built-in
+// defaults. NewWorker takes a copy of the routes and refuses a negative or out-of-range
+// policy. A route added after NewWorker is not served by that worker. Handle panics on an
+// empty type, a nil handler or a duplicate type. Those are startup misconfigurations, not
+// runtime conditions.
 func (r *Router) Handle(eventType string, p Policy, h HandlerFunc) {
 	if eventType == "" {
 		panic("outbox: Router.Handle: empty event type")
@@ -57,7 +57,7 @@ func (r *Router) Policy(eventType string) (Policy, bool) {
 	return rt.policy, ok
 }
 
-// snapshot copies the routes: a Worker keeps its own, so a Handle after NewWorker neither races
+// snapshot copies the routes. A Worker keeps its own, so a Handle after NewWorker neither races
 // with dispatch nor changes what a running worker serves.
 func (r *Router) snapshot() *Router {
 	c := &Router{routes: make(map[string]route, len(r.routes))}
@@ -67,8 +67,8 @@ func (r *Router) snapshot() *Router {
 	return c
 }
 
-// validatePolicy refuses what would misbehave at run time: a negative value, or a Max beyond
-// what the backoff arithmetic and the database's DATETIME range handle.
+// validatePolicy refuses what would misbehave at run time. That is a negative value, or a Max
+// beyond what the backoff arithmetic and the database's DATETIME range handle.
 func validatePolicy(eventType string, given, p Policy) error {
 	var bad []string
 	if given.Backoff.Max < 0 {

@@ -1,7 +1,7 @@
-// Schema compatibility: each table's COMMENT says its schema version and the oldest version of
-// outboxgen that may run on it ("outboxgen schema N" or "outboxgen schema N min M"; M = N when
-// absent). NewWorker refuses a table whose min is above SchemaVersion, and a running worker
-// stops claiming, with an incident, when it sees one.
+// Schema compatibility. Each table's COMMENT says its schema version and the oldest version of
+// outboxgen that may run on it, as "outboxgen schema N" or "outboxgen schema N min M". M is N
+// when absent. NewWorker refuses a table whose min is above SchemaVersion. A running worker
+// that sees one stops claiming, with an incident.
 
 package outbox
 
@@ -21,36 +21,35 @@ import (
 )
 
 // ErrSchemaTooNew is wrapped by the error of NewWorker and Migrate when a table is marked for
-// a newer outboxgen than this one (its COMMENT's min version is above SchemaVersion). Retrying
-// does not help: deploy the newer outboxgen, or run this one on another database.
+// a newer outboxgen than this one. Its COMMENT's min version is then above SchemaVersion.
+// Retrying does not help. Deploy the newer outboxgen, or run this one on another database.
 var ErrSchemaTooNew = errors.New("the outboxgen tables need a newer outboxgen")
 
 // TableSchema is what one outboxgen table's COMMENT says of its schema.
 type TableSchema struct {
 	Table  string
 	Exists bool
-	// Version is the table's schema version: 1 for a table whose COMMENT names none (the first
-	// release wrote none).
+	// Version is the table's schema version. It is 1 for a table whose COMMENT names none.
 	Version int
-	// Min is the oldest schema version of outboxgen that may run on the table: Version unless
-	// the COMMENT names a lower one (a change that older workers can live with).
+	// Min is the oldest schema version of outboxgen that may run on the table. It is Version
+	// unless the COMMENT names a lower one, for a change that older workers can live with.
 	Min int
 	// Comment is the COMMENT as the server returned it.
 	Comment string
 
-	minNamed bool // the COMMENT names the min (else it is the version)
+	minNamed bool // the COMMENT names the min, else it is the version
 }
 
-// Compatible reports whether a worker of this outboxgen (SchemaVersion) may run on the table.
-// A missing table is compatible here: NewWorker and Migrate deal with it.
+// Compatible reports whether a worker of this outboxgen, of SchemaVersion, may run on the
+// table. A missing table is compatible here, and NewWorker and Migrate deal with it.
 func (s TableSchema) Compatible() bool {
 	return !s.Exists || s.Min <= SchemaVersion
 }
 
 // TableSchemas reads the schema version and min of every outboxgen table in the database of
-// db's connection, in Schema's order. A table that does not exist (or that this user has no
-// privilege on) has Exists false. It fails on a COMMENT that starts like outboxgen's mark and
-// cannot be read: a newer outboxgen may have written it.
+// db's connection, in Schema's order. A table that does not exist, or that this user has no
+// privilege on, has Exists false. It fails on a COMMENT that starts like outboxgen's mark and
+// cannot be read, since a newer outboxgen may have written it.
 func TableSchemas(ctx context.Context, db DBTX) ([]TableSchema, error) {
 	if db == nil {
 		return nil, errors.New("outbox: TableSchemas: nil db")
@@ -62,16 +61,15 @@ func TableSchemas(ctx context.Context, db DBTX) ([]TableSchema, error) {
 	return out, nil
 }
 
-// schemaComment is outboxgen's mark. Nine digits at most keep strconv.Atoi from overflowing;
-// a longer number is no mark this outboxgen can read.
+// schemaComment is outboxgen's mark. Nine digits at most keep strconv.Atoi from overflowing.
+// A longer number is no mark this outboxgen can read.
 var schemaComment = regexp.MustCompile(`^outboxgen schema ([0-9]{1,9})(?: min ([0-9]{1,9}))?$`)
 
 // schemaMarkPrefix starts every mark outboxgen writes. A COMMENT that starts with it and does not
 // match schemaComment comes from an outboxgen that writes more than this one reads.
 const schemaMarkPrefix = "outboxgen schema"
 
-// parseSchemaComment reads table's COMMENT. A COMMENT that is not outboxgen's (version 1 wrote
-// none) is version 1.
+// parseSchemaComment reads table's COMMENT. A COMMENT that is not outboxgen's means version 1.
 func parseSchemaComment(table, comment string) (TableSchema, error) {
 	s := TableSchema{Table: table, Exists: true, Version: 1, Min: 1, Comment: comment}
 	if !strings.HasPrefix(comment, schemaMarkPrefix) {
@@ -95,8 +93,8 @@ func parseSchemaComment(table, comment string) (TableSchema, error) {
 	return s, nil
 }
 
-// describe is how errors name a table's mark: "schema version 5 (min 4)", or "schema version 5"
-// when the min is the version.
+// describe is how errors name a table's mark. It says "schema version 5 (min 4)", or "schema
+// version 5" when the min is the version.
 func (s TableSchema) describe() string {
 	if s.Min == s.Version {
 		return fmt.Sprintf("schema version %d", s.Version)
@@ -117,7 +115,7 @@ func (s TableSchema) tooNew(tables []string) string {
 	return fmt.Sprintf("%s at %s, newer than this outboxgen's %d: %s", what, s.describe(), SchemaVersion, why)
 }
 
-// tooNewError wraps ErrSchemaTooNew around the reasons, on one line (callers log it).
+// tooNewError wraps ErrSchemaTooNew around the reasons, on one line, since callers log it.
 func tooNewError(reasons []string) error {
 	return fmt.Errorf("%w: %s; deploy the newer outboxgen", ErrSchemaTooNew, strings.Join(reasons, "; "))
 }
@@ -136,8 +134,8 @@ var schemaNames = sync.OnceValues(func() ([]string, error) {
 })
 
 // schemasQuery reads the COMMENTs of the given tables in one statement. It is SQL in Go code for
-// the reason tableQuery is (sqlc has no information_schema). Equality and IN on TABLE_NAME let
-// both servers open only the named tables, however many tables the database holds.
+// the reason tableQuery is. Equality and IN on TABLE_NAME let both servers open only the named
+// tables, however many tables the database holds.
 func schemasQuery(n int) string {
 	return `SELECT TABLE_NAME, TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (` +
 		strings.TrimSuffix(strings.Repeat("?,", n), ",") + `)`
@@ -160,7 +158,7 @@ func readSchemas(ctx context.Context, db DBTX) ([]TableSchema, error) {
 	found := map[string]TableSchema{}
 	var unreadable []string
 	for rows.Next() {
-		// NULL-safe: MariaDB's EMPTY_STRING_IS_NULL turns an empty COMMENT into NULL.
+		// NULL-safe, since MariaDB's EMPTY_STRING_IS_NULL turns an empty COMMENT into NULL.
 		var name string
 		var comment sql.NullString
 		if err := rows.Scan(&name, &comment); err != nil {
@@ -189,8 +187,8 @@ func readSchemas(ctx context.Context, db DBTX) ([]TableSchema, error) {
 	return out, nil
 }
 
-// checkSchemaCompat is NewWorker's check: an error wrapping ErrSchemaTooNew, naming every table
-// whose min is above SchemaVersion with both numbers.
+// checkSchemaCompat is NewWorker's check. It returns an error wrapping ErrSchemaTooNew, naming
+// every table whose min is above SchemaVersion with both numbers.
 func checkSchemaCompat(ctx context.Context, db DBTX) error {
 	schemas, err := readSchemas(ctx, db)
 	if err != nil {
@@ -201,7 +199,7 @@ func checkSchemaCompat(ctx context.Context, db DBTX) error {
 
 // incompatible is the refusal for the tables that need a newer outboxgen, nil when none does.
 func incompatible(schemas []TableSchema) error {
-	// Tables of one mark share one reason: a migration marks them all alike.
+	// Tables of one mark share one reason, since a migration marks them all alike.
 	type mark struct {
 		version, min int
 		minNamed     bool
@@ -228,23 +226,23 @@ func incompatible(schemas []TableSchema) error {
 	return tooNewError(reasons)
 }
 
-// schemaGate is a running worker's view of the tables' compatibility: while held, the claim loop
-// claims nothing and no hand-off is taken. Rows already claimed finish and their results are
-// written: what a newer schema must not see is this worker taking rows.
+// schemaGate is a running worker's view of the tables' compatibility. While it is held, the
+// claim loop claims nothing and no hand-off is taken. Rows already claimed finish and their
+// results are written. What a newer schema must not see is this worker taking rows.
 type schemaGate struct {
 	held atomic.Bool
-	down outage // failures to read the catalog; used by the maintenance goroutine only
+	down outage // failures to read the catalog, used by the maintenance goroutine only
 }
 
 // schemaHeld reports whether the worker has stopped claiming because a table needs a newer
 // outboxgen.
 func (w *Worker) schemaHeld() bool { return w.schema.held.Load() }
 
-// schemaWatch reads the tables' marks (one catalog query, on every maintenance pass). A table
-// marked for a newer outboxgen stops claiming and reports an incident once; a mark that goes
-// back (someone rolled the migration back) resumes claiming. A catalog that cannot be read
-// changes nothing: that is no evidence of a newer schema, and the claims' own errors show an
-// outage.
+// schemaWatch reads the tables' marks with one catalog query on every maintenance pass. A table
+// marked for a newer outboxgen stops claiming and reports an incident once. A mark that goes
+// back, because someone rolled the migration back, resumes claiming. A catalog that cannot be
+// read changes nothing. That is no evidence of a newer schema, and the claims' own errors show
+// an outage.
 func (w *Worker) schemaWatch(ctx context.Context) {
 	g := &w.schema
 	schemas, err := readSchemas(ctx, w.db)

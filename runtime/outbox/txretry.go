@@ -9,14 +9,15 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// execReadCommitted runs one range write (reclaim, purge) in its own READ COMMITTED
-// transaction. In autocommit it would run at the session's REPEATABLE READ, whose next-key locks
-// on the scanned index range also cover the gap where the application's new PENDING rows go, so
-// every enqueue would wait for it (docs/design.md, "The claim": the same reason the claim runs
-// READ COMMITTED).
+// execReadCommitted runs one range write, such as a reclaim or a purge, in its own READ
+// COMMITTED transaction. In autocommit it would run at the session's REPEATABLE READ. Its
+// next-key locks on the scanned index range would also cover the gap where the application's
+// new PENDING rows go, and every enqueue would wait for it. The claim runs READ COMMITTED for
+// the same reason, as "The claim" in docs/design.md explains.
 //
-// InnoDB rolls a deadlock victim (error 1213) back whole. Running it again is the documented
-// response, so execReadCommitted runs it up to maxDeadlockTries times before returning the error.
+// InnoDB rolls a deadlock victim back whole, with error 1213. Running it again is the
+// documented response, so execReadCommitted runs it up to maxDeadlockTries times before
+// returning the error.
 // A reclaim can meet such a deadlock against claims and result writes that lock the same rows in
 // the other order. The retry keeps that ordinary conflict out of the error-level log.
 func execReadCommitted(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) (int64, error)) (n int64, err error) {
@@ -35,7 +36,7 @@ const maxDeadlockTries = 3
 // erLockDeadlock is ER_LOCK_DEADLOCK, the same number on MySQL and MariaDB.
 const erLockDeadlock = 1213
 
-// isDeadlock says err is MySQL error 1213: the transaction was rolled back as a deadlock victim.
+// isDeadlock says err is MySQL error 1213, a transaction rolled back as a deadlock victim.
 func isDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == erLockDeadlock

@@ -10,20 +10,19 @@ import (
 )
 
 // registry is the state that InTx and Enqueue share with the running Workers. Every entry is
-// keyed by a *sql.DB, or by a *sql.Tx of one: InTx on a pool reaches only the workers of that
+// keyed by a *sql.DB, or by a *sql.Tx of one. InTx on a pool reaches only the workers of that
 // pool, so two databases in one process do not see each other.
 type registry struct {
 	mu      sync.Mutex
 	workers map[*sql.DB]map[*Worker]struct{}
 
 	// txs maps the *sql.Tx of each running InTx whose *sql.DB has workers to its hand-off
-	// collector (handoff.go). open counts them, so that an Enqueue outside InTx pays one atomic
-	// load.
+	// collector. open counts them, so that an Enqueue outside InTx pays one atomic load.
 	txs  sync.Map // *sql.Tx -> *handoffTx
 	open atomic.Int64
 }
 
-// running is the registry of this process: Worker.Run adds its worker, InTx reads it.
+// running is the registry of this process. Worker.Run adds its worker, and InTx reads it.
 var running = newRegistry()
 
 func newRegistry() *registry {

@@ -1,6 +1,6 @@
-// The Worker and the loop that ties its cycle together (see the package documentation): Run
-// starts the result flusher (results.go) and the maintenance loop (maintain.go), and claimLoop
-// reserves dispatch slots, claims rows (claim.go) and starts their handlers (dispatch.go).
+// The Worker and the loop that ties its cycle together. Run starts the result flusher in
+// results.go and the maintenance loop in maintain.go. claimLoop reserves dispatch slots,
+// claims rows in claim.go and starts their handlers in dispatch.go.
 
 package outbox
 
@@ -19,7 +19,7 @@ import (
 )
 
 // Worker claims due messages of its router's event types, dispatches them to their handlers
-// and records the results; see the package documentation for the cycle. Several workers, in
+// and records the results. The package documentation describes the cycle. Several workers, in
 // one process or many, share the table safely.
 type Worker struct {
 	db     *sql.DB
@@ -27,7 +27,7 @@ type Worker struct {
 	cfg    Config
 	types  []string
 	log    *slog.Logger
-	// logIncidents: also log incidents at error level (a custom Reporter may not log them).
+	// logIncidents says to log incidents at error level too. A custom Reporter may not.
 	logIncidents bool
 
 	wake    chan struct{}
@@ -35,29 +35,29 @@ type Worker struct {
 
 	mu       sync.Mutex
 	free     int                     // free dispatch slots: Concurrency - claimed rows not yet finished (negative while rows are prefetched)
-	avgTook  float64                 // running average of handler durations in ns; 0 until one finishes
+	avgTook  float64                 // running average of handler durations in ns, 0 until one finishes
 	sem      chan struct{}           // dispatch slots of this Run: a handler runs while it holds one
 	inflight map[MessageID]*inflight // handlers running now
 	freed    chan struct{}           // signalled when slots or backlog room free up
-	sink     *resultSink             // results waiting for the flusher; nil outside Run
+	sink     *resultSink             // results waiting for the flusher, nil outside Run
 	sinkCap  int                     // most results allowed to wait for a write
-	hctx     context.Context         // parent of handler contexts; outlives Run's ctx
+	hctx     context.Context         // parent of handler contexts, which outlives Run's ctx
 	gen      int                     // counts Runs: a handler abandoned by an earlier Run frees no slot of this one
 	dispatch sync.WaitGroup          // running dispatch goroutines
-	// accepting: Run is claiming, so InTx may hand messages off to it (handoff.go); false from
-	// the moment the claim loop ends, before Run waits for the dispatches.
+	// accepting says Run is claiming, so InTx may hand messages off to it. It turns false when
+	// the claim loop ends, before Run waits for the dispatches.
 	accepting      bool
 	claiming       int       // slots reserved by the claim in progress, which a handoff may borrow
 	handoffToken   string    // the claim token of handed-off rows (handoffTokenEvery)
 	handoffTokenAt time.Time // when handoffToken was made
 
-	// The shutdown's give-back (giveback.go): no handler starts once stop (Run's ctx.Done) is
-	// closed; unstarted holds the claimed rows whose handlers have not started, nil once Run
-	// has taken them to give them back.
+	// The shutdown's give-back, in giveback.go. No handler starts once stop, Run's ctx.Done,
+	// is closed. unstarted holds the claimed rows whose handlers have not started. It is nil
+	// once Run has taken them to give them back.
 	stop      <-chan struct{}
 	unstarted map[dispatchRef]claimed
 
-	// schema stops claims while a table needs a newer outboxgen (schemacheck.go).
+	// schema stops claims while a table needs a newer outboxgen.
 	schema schemaGate
 
 	// Test seams.
@@ -76,16 +76,16 @@ type inflight struct {
 	started   time.Time
 }
 
-// NewWorker returns a Worker for the event types r handles at this moment. It checks cfg
-// (errors name the field), that every event timeout of r is shorter than StaleAfter (errors
-// name the event), and the connection: the DSN must set parseTime=true and use loc=UTC (or a
-// zone whose offset is always zero).
-// It is NewWorkerContext with context.Background().
+// NewWorker returns a Worker for the event types r handles at this moment. It checks cfg, and
+// its errors name the field at fault. It checks that every event timeout of r is shorter than
+// StaleAfter, and its errors name the event. It checks the connection, whose DSN must set
+// parseTime=true and use loc=UTC or a zone whose offset is zero at every instant. It is
+// NewWorkerContext with context.Background().
 func NewWorker(db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	return NewWorkerContext(context.Background(), db, r, cfg)
 }
 
-// NewWorkerContext is NewWorker whose database checks run under ctx: when ctx ends first, it
+// NewWorkerContext is NewWorker whose database checks run under ctx. When ctx ends first, it
 // returns an error that wraps ctx's. The checks take at most 10 seconds whatever ctx allows.
 func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*Worker, error) {
 	if db == nil {
@@ -126,7 +126,7 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 	if err := checkSchemaCompat(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
-	// Without the tables every poll would log "doesn't exist" forever: say what to do once.
+	// Without the tables every poll would log "doesn't exist" forever. Say what to do once.
 	if _, err := q.SchemaProbe(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
 	}
@@ -142,7 +142,7 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 }
 
 // Wake makes a waiting worker claim at once instead of at its next poll. It never blocks.
-// InTx calls it after commit; a caller that commits its own transaction calls it after Commit.
+// InTx calls it after commit. A caller that commits its own transaction calls it after Commit.
 func (w *Worker) Wake() {
 	select {
 	case w.wake <- struct{}{}:
@@ -157,20 +157,25 @@ func (w *Worker) signalFreed() {
 	}
 }
 
-// Run claims, dispatches and records until ctx is done, then shuts down: it stops claiming at
-// once; claimed rows whose handlers have not started are given back at once (PENDING, due now,
-// the attempt not counted), so other workers deliver them; in-flight handlers keep their
-// contexts until their event timeout or until ShutdownTimeout passes, when their contexts are
-// cancelled; the results of those that return are recorded; and Run returns nil. A handler that ignores its context is left running (Go
-// cannot stop it); its row is reclaimed after its lease.
+// Run claims, dispatches and records until ctx is done, then shuts down.
+//   - It stops claiming at once.
+//   - Claimed rows whose handlers have not started are given back at once, PENDING and due
+//     now, with their attempt not counted. Other workers deliver them.
+//   - In-flight handlers keep their contexts until their event timeout or until
+//     ShutdownTimeout passes, when their contexts are cancelled.
+//   - The results of those that return are recorded, and Run returns nil.
+//
+// A handler that ignores its context is left running, because Go cannot stop it. Its row is
+// reclaimed after its lease.
 //
 // Database errors do not end Run. While the database is unreachable, each failed claim,
-// reclaim and stuck check is logged at error level and tried again at the next PollInterval
-// or ReclaimInterval; claims resume by themselves once it answers (database/sql opens new
-// connections). A result that cannot be written is retried for up to half of StaleAfter, then
-// given up: its row is reclaimed after its lease and delivered again.
+// reclaim and stuck check is logged at error level. It is tried again at the next
+// PollInterval or ReclaimInterval. Claims resume by themselves once the database answers,
+// since database/sql opens new connections. A result that cannot be written is retried for up
+// to half of StaleAfter and then given up. Its row is reclaimed after its lease and delivered
+// again.
 //
-// Run returns an error only when the Worker is already running; otherwise it returns nil, and
+// Run returns an error only when the Worker is already running. Otherwise it returns nil, and
 // only after ctx is done. It needs no restart loop.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
@@ -180,12 +185,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	running.add(w.db, w)
 	defer running.remove(w.db, w)
 
-	// Handler contexts survive Run's ctx (they have their own timeout) until the shutdown
-	// deadline cancels them; result writes must survive it too.
+	// Handler contexts survive Run's ctx until the shutdown deadline cancels them. They have
+	// their own timeout. Result writes must survive Run's ctx too.
 	hctx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	// Cancelled only when the shutdown deadline has passed and results are still being written
-	// (a database that does not answer): Run must return by then; the rows are reclaimed later.
+	// Cancelled only when the shutdown deadline has passed and results are still being
+	// written, to a database that does not answer. Run must return by then. The rows are
+	// reclaimed later.
 	wctx, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWrites()
 
@@ -222,8 +228,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.accepting = false
 	unstarted := w.takeUnstartedLocked()
 	w.mu.Unlock()
-	// Shutdown: give back the rows no handler has started, at once, so that other workers
-	// deliver them while this one waits only for the handlers already running.
+	// Shutdown gives back the rows no handler has started, at once. Other workers deliver
+	// them while this one waits only for the handlers already running.
 	gctx, cancelGive := context.WithDeadline(wctx, stopBy)
 	w.giveBackUnstarted(gctx, unstarted)
 	cancelGive()
@@ -248,7 +254,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	sink.close()
-	// The last results get what is left of ShutdownTimeout (and at least shutdownGrace); past
+	// The last results get what is left of ShutdownTimeout, and at least shutdownGrace. Past
 	// it, writes are cancelled, so an unreachable database cannot hold Run for minutes.
 	select {
 	case <-flushDone:
@@ -260,13 +266,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// claimLoop is the worker's main loop; one goroutine, so it never overlaps itself.
+// claimLoop is the worker's main loop. It is one goroutine, so it never overlaps itself.
 //
-// While a backlog drains, a claim starts after the last row the previous claim took (seek)
-// instead of at the front of the claim index, which is full of the delete-marked
-// entries of rows just claimed until InnoDB purges them. Every rescanEvery, and whenever a
-// seeking claim comes back short, the next claim scans from the front, so no due row is left
-// behind.
+// While a backlog drains, a claim seeks. It starts after the last row the previous claim took
+// instead of at the front of the claim index. The front is full of the delete-marked entries of
+// rows just claimed until InnoDB purges them. Every rescanEvery, and whenever a seeking claim
+// comes back short, the next claim scans from the front, so no due row is left behind.
 func (w *Worker) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -301,7 +306,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if w.schemaHeld() { // a table needs a newer outboxgen: claim nothing (schemacheck.go)
+		if w.schemaHeld() { // a table needs a newer outboxgen, so claim nothing
 			wait, backlog = true, false
 			continue
 		}
@@ -309,7 +314,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if n == 0 {
 			return // ctx done
 		}
-		if ctx.Err() != nil { // cancelled while waiting for slots: claim nothing more
+		if ctx.Err() != nil { // cancelled while waiting for slots, so claim nothing more
 			w.release(n)
 			return
 		}
@@ -341,7 +346,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if got > 0 {
 			seek = last
 		}
-		// more: other claims held the rows this one read, so due rows are left past its windows.
+		// more says other claims held the rows this one read. Due rows are left past its windows.
 		backlog, rescan = claimFollowUp(n, got, more, seeking, err != nil)
 		wait = !backlog
 		idle = nextIdle(idle, got, err != nil, w.cfg.MinPollInterval, w.cfg.PollInterval)
@@ -349,9 +354,9 @@ func (w *Worker) claimLoop(ctx context.Context) {
 }
 
 // reserve takes up to BatchSize free dispatch slots, waiting for at least one. While there is
-// a backlog it waits for half the slots and then up to slotGather more for the rest, so that
-// claims stay large (a claim costs about the same for 1 row as for 16) instead of splitting
-// into small cohorts that each pay a transaction. It returns 0 when ctx is done.
+// a backlog, it waits for half the slots and then up to slotGather more for the rest. Claims
+// thus stay large instead of splitting into small cohorts that each pay a transaction. A claim
+// of one row costs about as much as a claim of many. It returns 0 when ctx is done.
 func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	var gather *time.Timer
 	gathered := false
@@ -389,9 +394,9 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 	}
 }
 
-// prefetchLocked is how many rows beyond the free slots a claim may take: as many as the
-// slots are expected to start within prefetchHorizon, from the running average of handler
-// durations. 0 until a handler has finished. w.mu is held.
+// prefetchLocked is how many rows beyond the free slots a claim may take. It is as many as the
+// slots are expected to start within prefetchHorizon, judged by the running average of
+// handler durations. It is 0 until a handler has finished. w.mu is held.
 func (w *Worker) prefetchLocked() int {
 	return prefetchRows(w.avgTook, w.cfg.Concurrency, w.cfg.BatchSize)
 }
@@ -406,9 +411,9 @@ func (w *Worker) release(n int) {
 	w.signalFreed()
 }
 
-// report sends in to Config.Reporter and, when that is a custom Reporter, also logs it at
-// error level, so an incident always leaves an error line on Logger (the default Reporter
-// writes exactly that line itself).
+// report sends in to Config.Reporter. When that is a custom Reporter, report also logs it at
+// error level, so an incident always leaves an error line on Logger. The default Reporter
+// writes exactly that line itself.
 func (w *Worker) report(ctx context.Context, in incident.Incident) {
 	w.cfg.Reporter.Report(ctx, in)
 	if w.logIncidents {

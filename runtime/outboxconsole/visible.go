@@ -22,7 +22,7 @@ import (
 // embeddings, overrides and isolates, the left-to-right and right-to-left marks, the
 // zero-width space, joiner and non-joiner, the word joiner, the soft hyphen, the byte order
 // mark, the tag characters), and the line and paragraph separators (Zl, Zp). A backslash is
-// left as it is, as internal/utf8esc leaves it: a text that spells an escape out reads like
+// left as it is, as outboxlabel.Escape leaves it: a text that spells an escape out reads like
 // the character it names, and the console's forms never send a text back as shown (they post
 // an exact reference, see typeref.go).
 //

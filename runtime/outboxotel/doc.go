@@ -1,62 +1,63 @@
-// Package outboxotel connects outboxgen to OpenTelemetry: the enqueuing request's trace context
-// travels with each message, every handler call is a span, and the worker's counts and
-// durations and the table's depth are OTel metrics.
+// Package outboxotel connects outboxgen to OpenTelemetry. The enqueuing request's trace context
+// travels with each message. Every handler call is a span. The worker's counts and durations
+// and the table's depth are OTel metrics.
 //
 // It is its own Go module, so applications that use runtime/outbox without OpenTelemetry never
-// inherit it. Wiring is one line on each side:
+// inherit it. Wiring is one line on each side.
 //
 //	outboxotel.InstallEnqueue()                          // at startup, process-wide
 //	cfg, err := outboxotel.Instrument(outbox.Config{})   // the worker: spans and metrics
 //	w, err := outbox.NewWorker(db, router, cfg)
 //
-// and, for the table's depth, lag and stuck rows as gauges (one query per collection):
+// The table's depth, lag and stuck rows become gauges with one more line, at one query per
+// collection.
 //
 //	reg, err := outboxotel.RegisterStats(db)
 //
-// Providers and the propagator default to OpenTelemetry's globals (otel.GetTracerProvider,
-// otel.GetMeterProvider, otel.GetTextMapPropagator), whether the application sets them before
-// or after wiring outboxgen; options override them. The global propagator does nothing until
-// the application sets one, as every OpenTelemetry setup does:
+// Providers and the propagator default to OpenTelemetry's globals, such as
+// otel.GetTracerProvider. That holds whether the application sets them before or after wiring
+// outboxgen. Options override them. The global propagator does nothing until the application
+// sets one, as every OpenTelemetry setup does.
 //
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}))
 //
 // # Enqueue: headers, never a failed enqueue
 //
-// InstallEnqueue registers an outbox.EnqueueHook that writes what the propagator injects from
-// the enqueuing context (with the W3C propagators: traceparent, tracestate and baggage) into
-// the message's headers. An untraced context adds nothing (baggage aside). Tracing must never
-// fail a business transaction, so the hook stores only what outbox.Enqueue accepts: a header
-// whose key or value the core would refuse (bad key syntax, the reserved outbox- prefix, a
-// value that is not UTF-8, holds CR, LF or NUL, or is over 4096 bytes) is dropped with a
-// warning on the logger (at most one line a minute, with the number suppressed); an oversized
-// baggage or tracestate loses list members until it fits, as the W3C specifications allow
-// (baggage: largest members first; tracestate: members over 128 bytes, then from the end); all
-// trace headers together stay within 8 KiB (half the core's 16 KiB), and a propagator that
-// panics costs the message its trace headers, not its enqueue.
+// InstallEnqueue registers an outbox.EnqueueHook. It writes what the propagator injects from
+// the enqueuing context into the message's headers. The W3C propagators inject traceparent,
+// tracestate and baggage. An untraced context adds nothing, baggage aside. Tracing must never
+// fail a business transaction, so the hook stores only what outbox.Enqueue accepts.
+//   - A header whose key or value the core would refuse is dropped with a warning on the
+//     logger. The logger gets at most one line a minute, with the number suppressed.
+//   - An oversized baggage or tracestate loses list members until it fits, as the W3C
+//     specifications allow. Baggage loses its largest members first. Tracestate loses members
+//     over 128 bytes, then members from the end.
+//   - All trace headers together stay within 8 KiB, half the core's limit.
+//   - A propagator that panics costs the message its trace headers, not its enqueue.
 //
-// By default the hook also adds an event "outboxgen.enqueue" (with the event type) to the
-// enqueuing span, so a person reading the request's trace sees where the message was created;
-// it records that the trace context was captured, not that the transaction committed.
-// WithEnqueueSpan creates a PRODUCER span "create <event type>" per message instead, and the
-// handler's spans link to it rather than to the request's span.
+// By default the hook also adds an event "outboxgen.enqueue", with the event type, to the
+// enqueuing span. A person reading the request's trace thus sees where the message was
+// created. The event records that the trace context was captured, not that the transaction
+// committed. WithEnqueueSpan creates a PRODUCER span "create <event type>" per message
+// instead. The handler's spans then link to it rather than to the request's span.
 //
 // # Handler spans: linked, not children
 //
 // Middleware runs each handler call in a span of kind CONSUMER named "process <event type>".
-// By default the span starts a new trace and carries a link to the enqueuing span, as the
-// OpenTelemetry messaging conventions recommend for asynchronous delivery: a message may be
-// handled seconds or days after its request ended, and retried many times; as children, those
-// attempts would stretch the request's trace over days and make its duration meaningless. A
-// trace viewer follows the link from the handler's span to the request and back. AsChild makes
-// each handler span a child of the enqueuing span instead (one trace per request, useful when
-// delivery is prompt and the backend shows links poorly). A message enqueued without a trace
-// context (or with one that does not parse) gets a root span without a link. Baggage from the
-// headers is put in the handler's context either way.
+// By default the span starts a new trace and carries a link to the enqueuing span. The
+// OpenTelemetry messaging conventions recommend that for asynchronous delivery. A message may
+// be handled seconds or days after its request ended, and retried many times. As children,
+// those attempts would stretch the request's trace over days and make its duration
+// meaningless. A trace viewer follows the link from the handler's span to the request and
+// back. AsChild makes each handler span a child of the enqueuing span instead. That gives one
+// trace per request, which helps when delivery is prompt and the backend shows links poorly.
+// A message enqueued without a trace context, or with one that does not parse, gets a root
+// span without a link. Baggage from the headers is put in the handler's context either way.
 //
-// Each delivery, retries included, is its own span, with these attributes (the first four from
-// its start, so a head sampler can decide by event type; the others are set with the outcome
-// when the handler returns):
+// Each delivery, retries included, is its own span, with the attributes below. The first four
+// are set at its start, so a head sampler can decide by event type. The others are set with
+// the outcome when the handler returns.
 //
 //	messaging.system            "outboxgen"
 //	messaging.operation.type    "process"
@@ -67,17 +68,18 @@
 //	outboxgen.attempt           Delivery.Attempt (1 on the first delivery)
 //	outboxgen.outcome           sent, retried or failed
 //
-// A handler error is recorded on the span (an exception event, status Error, error.type, and
-// outboxgen.max_attempts = Delivery.MaxAttempts beside the attempt: how many are left);
-// outboxgen.outcome is "sent" for nil, "failed" for an outbox.Permanent error or the last
-// attempt, and "retried" otherwise (also when the worker's shutdown cancelled the handler: the
-// worker gives the message back). A panic is recorded and re-raised, for the worker to recover
-// as usual.
+// A handler error is recorded on the span as an exception event, with status Error and
+// error.type. outboxgen.max_attempts, set to Delivery.MaxAttempts beside the attempt, says how
+// many are left. outboxgen.outcome is "sent" for nil. It is "failed" for an outbox.Permanent
+// error or the last attempt. It is "retried" otherwise. That includes a handler the worker's
+// shutdown cancelled, since the worker gives the message back. A panic is recorded and
+// re-raised, for the worker to recover as usual.
 //
 // # Metrics
 //
-// Observer (an outbox.Observer over an OTel Meter) and RegisterStats report what
-// runtime/outboxprom reports, named by the OpenTelemetry conventions where one applies:
+// Observer, an outbox.Observer over an OTel Meter, and RegisterStats report what
+// runtime/outboxprom reports. They are named by the OpenTelemetry conventions where one
+// applies. The Prometheus name follows in parentheses.
 //
 //	messaging.client.consumed.messages   counter, rows claimed (outbox_claimed_total): operation.name
 //	                                     "claim", or "handoff" for those InTx handed off
@@ -91,7 +93,8 @@
 //	outboxgen.stuck_seen.messages        counter, stuck rows seen, summed over watch passes
 //	                                     (outbox_stuck_seen_total)
 //
-// and, from outbox.Stats at each collection (RegisterStats; the same for every instance):
+// RegisterStats reports these from outbox.Stats at each collection. They are the same for
+// every instance.
 //
 //	outboxgen.messages                   gauge, rows by event type and outboxgen.status (outbox_messages)
 //	outboxgen.due.messages               gauge, PENDING rows already due (outbox_due_messages)

@@ -9,7 +9,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
-	"github.com/outboxgen/outboxgen/runtime/outboxotel/internal/utf8esc"
+	"github.com/outboxgen/outboxgen/runtime/outboxlabel"
 )
 
 // RegisterStats creates the table's gauges (outboxgen.messages, outboxgen.due.messages,
@@ -71,7 +71,7 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		}
 		// Attribute values must be UTF-8 (an exporter may refuse the whole batch otherwise), and
 		// event_type is VARBINARY: a row written by other means than Enqueue may hold any bytes.
-		byType := utf8esc.Keys(s.ByType, addCounts)
+		byType := outboxlabel.Keys(s.ByType, addCounts)
 		for eventType, tc := range byType {
 			for i, n := range []int64{tc.Pending, tc.Processing, tc.Failed} {
 				o.ObserveInt64(messages, n, metric.WithAttributes(
@@ -110,7 +110,7 @@ func addCounts(a, b outbox.TypeCounts) outbox.TypeCounts {
 func observeHeldHeads(o metric.Observer, g metric.Int64ObservableGauge, heads []outbox.HeldKey) {
 	seen := make(map[string]bool, len(heads))
 	for _, h := range heads {
-		key := utf8esc.Escape(h.OrderingKey)
+		key := outboxlabel.Escape(h.OrderingKey)
 		if seen[key] {
 			continue
 		}
@@ -118,6 +118,6 @@ func observeHeldHeads(o metric.Observer, g metric.Int64ObservableGauge, heads []
 		o.ObserveInt64(g, int64(h.Head), metric.WithAttributes(
 			OrderingKeyKey.String(key),
 			StatusKey.String(string(h.HeadStatus)),
-			semconv.MessagingDestinationName(utf8esc.Escape(h.HeadEventType))))
+			semconv.MessagingDestinationName(outboxlabel.Escape(h.HeadEventType))))
 	}
 }

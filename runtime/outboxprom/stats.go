@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxgen/outboxgen/runtime/outbox"
-	"github.com/outboxgen/outboxgen/runtime/outboxprom/internal/utf8esc"
+	"github.com/outboxgen/outboxgen/runtime/outboxlabel"
 )
 
 // DefaultStatsTimeout bounds the outbox.Stats query of one scrape.
@@ -131,7 +131,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	// Label values must be UTF-8 (MustNewConstMetric panics otherwise, taking the scrape and
 	// the process down), and event_type is VARBINARY: a row written by other means than Enqueue
 	// may hold any bytes.
-	for eventType, tc := range utf8esc.Keys(s.ByType, addCounts) {
+	for eventType, tc := range outboxlabel.Keys(s.ByType, addCounts) {
 		for _, st := range []struct {
 			status outbox.Status
 			n      int64
@@ -149,7 +149,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
 	seen := make(map[string]bool, len(s.Held))
 	for _, h := range s.Held {
-		key := utf8esc.Escape(h.OrderingKey) // label values must be UTF-8
+		key := outboxlabel.Escape(h.OrderingKey) // label values must be UTF-8
 		if seen[key] {
 			// Two keys that differ only in invalid bytes can escape alike (only by a key that is
 			// not UTF-8 meeting one that spells out \xNN): a repeated series would fail the

@@ -41,7 +41,7 @@ type options struct {
 
 // Workloads: w3 is W3 with the consumer in the producer's process, w3x with the consumer in a
 // child process (both systems at LatencyRate and SporadicRate), idle the idle cost. ordered
-// (issue 14) adds outboxgen's W1 and W2 with ordering keys, otel (issue 16) W1 and W2 with
+// adds outboxgen's W1 and W2 with ordering keys, otel W1 and W2 with
 // runtime/outboxotel wired; each also runs the plain outboxgen rows it is compared with (and
 // ordered L0's W1), interleaved in the same rounds.
 var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem", "ordered", "otel"}

@@ -202,7 +202,7 @@ func (b *bench) targets(sb *strings.Builder, cells map[key]*cell, mode string) {
 		{"Memory: peak RSS at the large backlog <= 1.2x the small one", get(fmt.Sprintf("Memory peak RSS, backlog %d", sz.MemLarge), "outboxgen"),
 			get(fmt.Sprintf("Memory peak RSS, backlog %d", sz.MemSmall), "outboxgen"), le(1.2), false},
 	}
-	// ordered (issue 14): the drain over OrderedKeys keys against the unordered drain of the same
+	// ordered: the drain over OrderedKeys keys against the unordered drain of the same
 	// size and handler in this run; the serial rate over 1 key and the enqueue cost, reported.
 	ord := ", " + orderedLabel(sz.OrderedKeys)
 	serial := fmt.Sprintf("W2 drain %d, no-op, 1 worker(s), %s", sz.SerialN, orderedLabel(1))
@@ -217,7 +217,7 @@ func (b *bench) targets(sb *strings.Builder, cells map[key]*cell, mode string) {
 		target{fmt.Sprintf("W1 ordered (%d keys, one per transaction) / unordered, 1 goroutine", sz.OrderedKeys), get(w1(1)+ord, "outboxgen"), get(w1(1), "outboxgen"), ratioOnly, true},
 		target{fmt.Sprintf("W1 ordered (%d keys, one per transaction) / unordered, 8 goroutines", sz.OrderedKeys), get(w1(8)+ord, "outboxgen"), get(w1(8), "outboxgen"), ratioOnly, true},
 	)
-	// otel (issue 16): outboxotel wired against the plain rows of the same run.
+	// otel: outboxotel wired against the plain rows of the same run.
 	wired := ", " + otelLabel
 	ts = append(ts,
 		target{"W2 no-op 1 worker with outboxotel wired: overhead <= 10%", get(drain1+wired, "outboxgen"), get(drain1, "outboxgen"), overheadAtMost(0.10), false},

@@ -1,4 +1,4 @@
-// Command w1cost takes W1's enqueue apart (issue 15, item 3): what the one INSERT that
+// Command w1cost takes W1's enqueue apart: what the one INSERT that
 // outbox.Enqueue adds to a business transaction costs, and which part of it is the round trip,
 // the row, its secondary indexes, the payload and outboxgen's own statement.
 //

@@ -37,10 +37,11 @@ type MessageListFailedPageRow struct {
 	FailedAt    sql.NullTime
 }
 
-// The on-call console's list (runtime/outboxconsole): FAILED messages newest first, one page at
-// a time, without their payloads (the message page shows one whole). OFFSET paging: a person
-// reads a few pages; like ListFailed, the server reads the FAILED rows through the claim index's
-// status prefix. The operator calls of runtime/outbox (Stats, Inspect, Retry, Purge) do the rest.
+// The list of the on-call console in runtime/outboxconsole. It shows FAILED messages newest
+// first, one page at a time, without their payloads. The message page shows one whole. OFFSET
+// paging suffices, since a person reads a few pages. As for ListFailed, the server reads the
+// FAILED rows through the claim index's status prefix. The operator calls of runtime/outbox do
+// the rest.
 func (q *Queries) MessageListFailedPage(ctx context.Context, db DBTX, arg MessageListFailedPageParams) ([]MessageListFailedPageRow, error) {
 	rows, err := db.QueryContext(ctx, messageListFailedPage,
 		arg.AnyType,
@@ -82,8 +83,8 @@ SELECT CAST(COALESCE(MAX(id), 0) AS SIGNED) AS max_id
 FROM outbox_messages
 `
 
-// The newest row's id, from the end of the PRIMARY KEY: the console charts arrivals from its
-// growth between two samples (Stats never counts SENT rows, so this is how it sees traffic).
+// The newest row's id, from the end of the PRIMARY KEY. The console charts arrivals from its
+// growth between two samples. Stats never counts SENT rows, so this is how it sees traffic.
 func (q *Queries) MessageMaxID(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRowContext(ctx, messageMaxID)
 	var max_id int64

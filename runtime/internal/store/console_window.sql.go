@@ -17,11 +17,11 @@ WHERE status = 'FAILED'
                                 TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 `
 
-// The on-call console's new-failures alert: FAILED messages whose failed_at is within the last
-// window_us microseconds of the database clock. failed_at is written on that clock, so the
-// cutoff is computed there too: a process whose own clock is off still counts a failure of a
-// minute ago. Like MessageCountFailed, it reads the FAILED rows through the claim index's
-// status prefix.
+// The on-call console's alert for new failures. It counts FAILED messages whose failed_at is
+// within the last window_us microseconds of the database clock. failed_at is written on that
+// clock, so the cutoff is computed there too. A process whose own clock is off thus still
+// counts a failure of a minute ago. Like MessageCountFailed, it reads the FAILED rows through
+// the claim index's status prefix.
 func (q *Queries) MessageCountFailedWithin(ctx context.Context, db DBTX, windowUs int64) (int64, error) {
 	row := db.QueryRowContext(ctx, messageCountFailedWithin, windowUs)
 	var n int64

@@ -28,9 +28,9 @@ type MessageGiveBackClaimParams struct {
 }
 
 // Queries of the worker's shutdown, compiled by sqlc into runtime/internal/store.
-// Fenced, for one claim's rows at once: at shutdown, the rows of a claim that no handler has
-// started go back to PENDING, due at once, with the claim's attempt given back, as
-// MessageGiveBack does for one row. A row whose lease expired and was reclaimed no longer
+// Fenced, for one claim's rows at once. At shutdown, the rows of a claim that no handler has
+// started go back to PENDING, due at once, with the claim's attempt given back. MessageGiveBack
+// does the same for one row. A row whose lease expired and was reclaimed no longer
 // carries this claim's token and is left alone. An ordered row keeps its queue entry, so a key's
 // head given back stays its key's head.
 func (q *Queries) MessageGiveBackClaim(ctx context.Context, db DBTX, arg MessageGiveBackClaimParams) (int64, error) {

@@ -27,12 +27,12 @@ type JobRunCountRow struct {
 	Now  time.Time
 }
 
-// The run ledger of runtime/mysqllock jobs with OncePerPeriod: (job, period_start) is the
-// PRIMARY KEY, so a period can be recorded once. Times come from the database clock:
-// TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) is UTC_TIMESTAMP(6) spelled so
-// that sqlc v1.31.1 parses it (see messages.sql). Read under the job's named lock before the
-// job runs; written after it succeeds, still under the lock.
-// How many times the job was recorded for the period (0 or 1), and the database clock, which
+// The run ledger of runtime/mysqllock jobs with OncePerPeriod. The job and period_start make
+// the PRIMARY KEY, so a period can be recorded once. Times come from the database clock. The
+// TIMESTAMPADD expression is UTC_TIMESTAMP(6) spelled so that sqlc parses it, as messages.sql
+// explains. The ledger is read under the job's named lock before the job runs. It is written
+// after the job succeeds, still under the lock.
+// How many times the job is recorded for the period, 0 or 1, and the database clock. The clock
 // becomes started_at when the job then runs.
 func (q *Queries) JobRunCount(ctx context.Context, db DBTX, arg JobRunCountParams) (JobRunCountRow, error) {
 	row := db.QueryRowContext(ctx, jobRunCount, arg.Job, arg.PeriodStart)
@@ -73,8 +73,8 @@ ORDER BY r.job
 LIMIT ?
 `
 
-// Each job's most recent recorded run (mysqllock.LastRuns, the console's jobs page): the
-// grouped MAX reads the PRIMARY KEY (job, period_start) one job at a time.
+// Each job's most recent recorded run, for mysqllock.LastRuns and the console's jobs page. The
+// grouped MAX reads the PRIMARY KEY one job at a time.
 func (q *Queries) JobRunLatest(ctx context.Context, db DBTX, limit int32) ([]OutboxJobRun, error) {
 	rows, err := db.QueryContext(ctx, jobRunLatest, limit)
 	if err != nil {
@@ -117,7 +117,7 @@ type JobRunListByJobParams struct {
 	Limit int32
 }
 
-// One job's recorded runs, newest period first (mysqllock.Runs).
+// One job's recorded runs, newest period first, for mysqllock.Runs.
 func (q *Queries) JobRunListByJob(ctx context.Context, db DBTX, arg JobRunListByJobParams) ([]OutboxJobRun, error) {
 	rows, err := db.QueryContext(ctx, jobRunListByJob, arg.Job, arg.Limit)
 	if err != nil {

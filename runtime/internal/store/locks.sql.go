@@ -25,21 +25,21 @@ type LockAcquireRow struct {
 	ConnID   int64
 }
 
-// Named locks for runtime/mysqllock. Every statement runs on the lock's own pinned *sql.Conn:
-// a named lock belongs to the session, so GET_LOCK, the watchdog check and RELEASE_LOCK must
+// Named locks for runtime/mysqllock. Every statement runs on the lock's own pinned *sql.Conn.
+// A named lock belongs to the session, so GET_LOCK, the watchdog check and RELEASE_LOCK must
 // all reach the same one.
 //
-// sqlc v1.31.1 types GET_LOCK, RELEASE_LOCK and IS_USED_LOCK as non-null bool (its MySQL
-// catalog says so), which breaks on NULL and hides the difference between 0 and NULL. Each
-// call is therefore wrapped as CAST(COALESCE(f(...), -1) AS SIGNED): sqlc then generates an
-// int64, NULL arrives as -1, and a driver that sends the text "0" (go-sql-driver v1.7.1 did)
-// is converted by database/sql to the integer 0, never read as "truthy". Callers treat
-// anything but exactly 1 as "not acquired" / "not released".
-// GET_LOCK waits up to wait_seconds, a whole number: MySQL rounds a fractional timeout (0.4
-// is no wait at all, 1.6 waits 2 s), so the Go side waits whole seconds here and polls the
-// rest with wait_seconds = 0. 1 = acquired, 0 = held by another session (or the wait timed
-// out), -1 = NULL: the server failed the call (KILL QUERY, an error): never a silent skip.
-// conn_id is the session, read in the same round trip, for incidents and the watchdog.
+// sqlc's MySQL catalog types GET_LOCK, RELEASE_LOCK and IS_USED_LOCK as non-null bool. That
+// breaks on NULL and hides the difference between 0 and NULL. Each call is therefore wrapped
+// in COALESCE with -1 and cast to SIGNED. sqlc then generates an int64, and NULL arrives as -1.
+// A driver that sends the text "0" is converted by database/sql to the integer 0, never read
+// as "truthy". Callers treat anything but exactly 1 as not acquired or not released.
+// GET_LOCK waits up to wait_seconds, a whole number. MySQL rounds a fractional timeout, so 0.4
+// is no wait at all and 1.6 waits 2 s. The Go side therefore waits whole seconds here and
+// polls the rest with wait_seconds = 0. 1 means acquired. 0 means held by another session, or
+// the wait timed out. -1 means NULL, a call the server failed, say after KILL QUERY. It is never
+// a silent skip. conn_id is the session, read in the same round trip, for incidents and the
+// watchdog.
 func (q *Queries) LockAcquire(ctx context.Context, db DBTX, arg LockAcquireParams) (LockAcquireRow, error) {
 	row := db.QueryRowContext(ctx, lockAcquire, arg.Name, arg.WaitSeconds)
 	var i LockAcquireRow
@@ -57,8 +57,8 @@ type LockHolderRow struct {
 	ConnID int64
 }
 
-// The watchdog's check: which session holds the lock (0 = nobody) and which session is asking.
-// The lock is still ours only when holder = conn_id.
+// The watchdog's check. It reads which session holds the lock, 0 for nobody, and which
+// session is asking. The lock is still the asker's only when holder = conn_id.
 func (q *Queries) LockHolder(ctx context.Context, db DBTX, name string) (LockHolderRow, error) {
 	row := db.QueryRowContext(ctx, lockHolder, name)
 	var i LockHolderRow
@@ -70,8 +70,8 @@ const lockRelease = `-- name: LockRelease :one
 SELECT CAST(COALESCE(RELEASE_LOCK(?), -1) AS SIGNED) AS released
 `
 
-// 1 = released; 0 = held by another session; -1 = NULL, nobody holds it. Anything but 1 means
-// the lock was lost while the critical section ran.
+// 1 means released. 0 means held by another session. -1 means NULL, so nobody holds it.
+// Anything but 1 means the lock was lost while the critical section ran.
 func (q *Queries) LockRelease(ctx context.Context, db DBTX, name string) (int64, error) {
 	row := db.QueryRowContext(ctx, lockRelease, name)
 	var released int64

@@ -19,24 +19,24 @@ SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS now
 
 // Queries on outbox_messages, compiled by sqlc into runtime/internal/store.
 //
-// The clock: every status time comes from the database (UTC, microseconds), never the app, so
-// instances with skewed clocks agree. UTC_TIMESTAMP(6) is what we mean, but sqlc v1.31.1 only
-// knows UTC_TIMESTAMP() without a precision ("function utc_timestamp(unknown) does not exist"),
-// and NOW(6) follows the session time_zone. So it is spelled
+// The clock. Every status time comes from the database in UTC with microseconds, never from the
+// application, so instances with skewed clocks agree. UTC_TIMESTAMP(6) is what is meant. sqlc
+// knows UTC_TIMESTAMP() only without a precision, and NOW(6) follows the session time_zone. So
+// it is spelled
 //
 //	TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 //
-// which is exactly UTC_TIMESTAMP(6): NOW and UTC_TIMESTAMP both read the statement's start time,
-// and time-zone offsets are whole seconds, so NOW(6)'s microseconds are UTC's microseconds.
+// which is exactly UTC_TIMESTAMP(6). NOW and UTC_TIMESTAMP both read the statement's start time.
+// Time-zone offsets are whole seconds, so NOW(6)'s microseconds are UTC's microseconds.
 //
-// Every write after a claim is fenced on (id, status='PROCESSING', claim_token): a worker
-// reclaimed under can never overwrite the new owner's result, and RowsAffected (clientFoundRows
-// off) says whether the write landed. The result writes FORCE INDEX (PRIMARY): left to itself
-// the optimizer may plan them on a status index, and under REPEATABLE READ that takes next-key
-// locks across every PROCESSING row and the gap where new PENDING rows go, blocking other
-// workers' writes and the application's enqueues (TestResultWriteLocksOnlyItsOwnRows). By
-// primary key they lock exactly their own rows.
-// The connection check scans this into a time.Time: it fails without parseTime=true, and its
+// Every write after a claim is fenced on the id, status PROCESSING and the claim token. A worker
+// whose row was reclaimed can never overwrite the new owner's result. RowsAffected says whether
+// the write landed, with clientFoundRows off. The result writes FORCE INDEX (PRIMARY). Left to
+// itself, the optimizer may plan them on a status index. Under REPEATABLE READ that takes
+// next-key locks across every PROCESSING row and the gap where new PENDING rows go. It would
+// block other workers' writes and the application's enqueues. By primary key the writes lock
+// exactly their own rows, as TestResultWriteLocksOnlyItsOwnRows checks.
+// The connection check scans this into a time.Time. The scan fails without parseTime=true. Its
 // Location says whether loc=UTC.
 func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
 	row := db.QueryRowContext(ctx, clockNow)
@@ -70,20 +70,20 @@ type MessageClaimCandidatesRow struct {
 	NextAttemptAt time.Time
 }
 
-// Step 1 of the claim, inside a READ COMMITTED transaction: up to 2n due rows of the router's
-// types after the position (after_due, after_id), by a plain consistent read that locks nothing.
-// The ORDER BY is exactly the index order (status, next_attempt_at, id): no filesort. The
-// position is where the previous window ended when other claims held its rows (rows may share
-// a next_attempt_at: Retry and reclaim give whole batches one), and, while a backlog drains,
-// where the worker's last claim ended: every claimed row leaves a delete-marked entry at the
-// front of the index until InnoDB's purge removes it. The worker still scans from the start
-// often (see claimLoop).
-// An ordered row (ordering_key set) is a candidate only as its key's head: the smallest seq in
-// outbox_ordering_queue, i.e. every message of the key before it was sent. This is checked here,
-// by a non-locking read, and not in the locking step: a locking read that skips locked rows
-// would skip a locked predecessor and take its successor for a head. Being the head is stable
-// (seqs are handed out in commit order and a sent message never comes back), so the check
-// cannot go stale before the lock. Unordered rows pay one IS NULL test.
+// Step 1 of the claim, inside a READ COMMITTED transaction. It reads up to 2n due rows of the
+// router's types after a position, by a plain consistent read that locks nothing. The position
+// is a due time and an id. The ORDER BY is exactly the index order, so there is no filesort.
+// When other claims held the previous window's rows, the position is where that window ended.
+// Rows may share a next_attempt_at, since Retry and the reclaim give whole batches one. While a
+// backlog drains, the position is where the worker's last claim ended. Every claimed row leaves
+// a delete-marked entry at the front of the index until InnoDB's purge removes it. The worker
+// still scans from the start often.
+// An ordered row is a candidate only as its key's head, with the smallest seq of its key in
+// outbox_ordering_queue. Every message of the key before it is then sent. The head is checked
+// here, by a non-locking read, and not in the locking step. A locking read that skips locked
+// rows would skip a locked predecessor and take its successor for a head. Being the head is
+// stable, since seqs are handed out in commit order and a sent message never comes back. The
+// check thus cannot go stale before the lock. Unordered rows pay one IS NULL test.
 func (q *Queries) MessageClaimCandidates(ctx context.Context, db DBTX, arg MessageClaimCandidatesParams) ([]MessageClaimCandidatesRow, error) {
 	query := messageClaimCandidates
 	var queryParams []interface{}
@@ -154,12 +154,12 @@ type MessageClaimLockIDsRow struct {
 	NextAttemptAt  time.Time
 }
 
-// Step 2, same transaction: lock up to n of the candidates by primary key, skipping rows another
-// claimer holds, and recheck under the lock that each is still PENDING, due and of our types
-// (a locking read sees the latest committed row). Locking through the primary key is what makes
-// this cheap: a locking read through the claim index costs about twice both steps together
-// (BENCHMARKS.md). A transaction's own locks are not skipped: the worker never passes
-// ids it already holds.
+// Step 2 of the claim, in the same transaction. It locks up to n of the candidates by primary
+// key and skips rows another claimer holds. It rechecks under the lock that each is still
+// PENDING, due and of the router's types, since a locking read sees the latest committed row.
+// Locking through the primary key is what makes this cheap. A locking read through the claim
+// index is slower, as BENCHMARKS.md measures. A transaction's own locks are not skipped, and
+// the worker never passes ids it already holds.
 func (q *Queries) MessageClaimLockIDs(ctx context.Context, db DBTX, arg MessageClaimLockIDsParams) ([]MessageClaimLockIDsRow, error) {
 	query := messageClaimLockIDs
 	var queryParams []interface{}
@@ -231,10 +231,10 @@ type MessageClaimMarkParams struct {
 	Ids        []int64
 }
 
-// The claim's last statement, same transaction: the lease (reclaim_after) lives on the row.
-// FORCE INDEX (PRIMARY), as in the result writes: without it a server may choose a range scan of
-// the claim index by its status prefix, which locks (and waits for) rows that other claims hold
-// (seen on MariaDB 11.8: a claim waited on rows an open claim held).
+// The claim's last statement, in the same transaction. The lease, reclaim_after, lives on the
+// row. It forces the primary key, as the result writes do. Without the hint a server may choose
+// a range scan of the claim index by its status prefix. That scan locks, and waits for, rows
+// that other claims hold. MariaDB 11.8 does so.
 func (q *Queries) MessageClaimMark(ctx context.Context, db DBTX, arg MessageClaimMarkParams) (int64, error) {
 	query := messageClaimMark
 	var queryParams []interface{}
@@ -290,13 +290,14 @@ type MessageClaimSelectRow struct {
 	NextAttemptAt  time.Time
 }
 
-// Step 2 when other claims held every candidate window (a claim left open by a hung worker, or
-// many workers at once): lock due rows straight from the claim index, SKIP LOCKED passing over
-// held rows wherever they are. Slower (see MessageClaimLockIDs), so only the fallback. The
-// ORDER BY is exactly the index order: any other order adds a filesort and the first claimer
-// locks every candidate (docs/design.md, "The claim"). It returns rows this claim already holds too.
-// Ordered rows never: whether one is its key's head is a non-locking read (see
-// MessageClaimCandidates), so they are claimed through the candidates only.
+// Step 2 of the claim when other claims held every candidate window. A hung worker may have left
+// a claim open, or many workers claim at once. It locks due rows straight from the claim index.
+// SKIP LOCKED passes over held rows wherever they are. It is slower than MessageClaimLockIDs, so
+// it is only the fallback. The ORDER BY is exactly the index order. Any other order adds a
+// filesort, and the first claimer locks every candidate, as "The claim" in docs/design.md
+// explains. It returns rows this claim already holds too. It never returns ordered rows.
+// Whether one is its key's head is a non-locking read in MessageClaimCandidates. Ordered rows
+// are therefore claimed through the candidates only.
 func (q *Queries) MessageClaimSelect(ctx context.Context, db DBTX, arg MessageClaimSelectParams) ([]MessageClaimSelectRow, error) {
 	query := messageClaimSelect
 	var queryParams []interface{}
@@ -398,7 +399,7 @@ type MessageCountPurgeFailedParams struct {
 	OlderThanUs int64
 }
 
-// What MessagePurgeFailed would delete, all batches together (Purge's dry run).
+// What MessagePurgeFailed would delete, all batches together, for Purge's dry run.
 func (q *Queries) MessageCountPurgeFailed(ctx context.Context, db DBTX, arg MessageCountPurgeFailedParams) (int64, error) {
 	row := db.QueryRowContext(ctx, messageCountPurgeFailed, arg.OlderThanUs, arg.OlderThanUs)
 	var n int64
@@ -448,9 +449,8 @@ type MessageCountPurgeSentParams struct {
 	OlderThanUs int64
 }
 
-// What MessagePurgeSent would delete, all batches together (Purge's dry run). FORCE INDEX makes
-// it a range that stops at the cutoff: left alone, the optimizer reads every SENT entry (ref on
-// status).
+// What MessagePurgeSent would delete, all batches together, for Purge's dry run. FORCE INDEX
+// makes it a range that stops at the cutoff. Left alone, the optimizer reads every SENT entry.
 func (q *Queries) MessageCountPurgeSent(ctx context.Context, db DBTX, arg MessageCountPurgeSentParams) (int64, error) {
 	row := db.QueryRowContext(ctx, messageCountPurgeSent, arg.OlderThanUs, arg.OlderThanUs)
 	var n int64
@@ -466,7 +466,7 @@ WHERE status = 'PROCESSING'
       > 3 * TIMESTAMPDIFF(MICROSECOND, claimed_at, reclaim_after)
 `
 
-// Stuck = PROCESSING for more than 3x its own lease: nobody is reclaiming it.
+// A stuck row is PROCESSING for more than three times its own lease. Nobody is reclaiming it.
 func (q *Queries) MessageCountStuck(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRowContext(ctx, messageCountStuck)
 	var stuck int64
@@ -479,8 +479,8 @@ DELETE FROM outbox_messages
 WHERE id IN (/*SLICE:ids*/?)
 `
 
-// Purge by id, step 2: delete the rows step 1 locked, in the same transaction (their status
-// cannot change meanwhile). id IN alone plans on the primary key.
+// Purge by id, step 2. It deletes the rows step 1 locked, in the same transaction, so their
+// status cannot change meanwhile. id IN alone plans on the primary key.
 func (q *Queries) MessageDeleteLocked(ctx context.Context, db DBTX, ids []int64) (int64, error) {
 	query := messageDeleteLocked
 	var queryParams []interface{}
@@ -526,7 +526,7 @@ type MessageGetRow struct {
 	OrderingKey    sql.NullString
 }
 
-// One message, whatever its state, for an operator (outbox.Inspect, outboxgen show).
+// One message, whatever its state, for an operator's outbox.Inspect or outboxgen show.
 func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (MessageGetRow, error) {
 	row := db.QueryRowContext(ctx, messageGet, id)
 	var i MessageGetRow
@@ -567,10 +567,10 @@ type MessageGiveBackParams struct {
 	ClaimToken sql.NullString
 }
 
-// Fenced: a claimed row whose handler never ran (a prefetched row that waited too long for a
-// slot, or the worker shut down first), or was cut off by the shutdown deadline, goes back to
-// PENDING, due at once, and gets its claim's attempt back: it was not a real attempt. last_error
-// keeps the previous real failure.
+// Fenced. It serves a claimed row whose handler never ran, or was cut off by the shutdown
+// deadline. A prefetched row may have waited too long for a slot, or the worker shut down
+// first. The row goes back to PENDING, due at once. It gets its claim's attempt back, since that
+// was not a real attempt. last_error keeps the previous real failure.
 func (q *Queries) MessageGiveBack(ctx context.Context, db DBTX, arg MessageGiveBackParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageGiveBack, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -601,12 +601,12 @@ type MessageInsertParams struct {
 }
 
 // One INSERT per enqueue, on the caller's transaction. created_at and next_attempt_at both come
-// from the database clock (UTC_TIMESTAMP is constant within one statement). IFNULL: under
-// MariaDB's sql_mode EMPTY_STRING_IS_NULL, an empty key sent as an argument arrives as NULL.
-// CAST(... AS BINARY): a text argument is taken in the connection's charset, so a DSN with
-// charset=utf8 or latin1 would refuse or mangle an emoji; a binary string goes into the utf8mb4
-// column as the bytes it is (Enqueue checks they are UTF-8). Every read of payload, headers and
-// last_error casts to binary for the same reason, in the other direction.
+// from the database clock, and UTC_TIMESTAMP is constant within one statement. IFNULL is there
+// because MariaDB's sql_mode EMPTY_STRING_IS_NULL turns an empty key argument into NULL.
+// The CAST to BINARY is there because a text argument is taken in the connection's charset. A
+// DSN with charset=utf8 or latin1 would refuse or mangle an emoji. A binary string goes into the
+// utf8mb4 column as the bytes it is, and Enqueue checks they are UTF-8. Every read of payload,
+// headers and last_error casts to binary for the same reason, in the other direction.
 func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsert,
 		arg.EventType,
@@ -648,11 +648,11 @@ type MessageInsertClaimedParams struct {
 	ClaimToken     sql.NullString
 }
 
-// InTx's handoff (handoff.go): the same INSERT, but the row is born claimed by a worker of the
-// enqueuing process, exactly as MessageClaimMark would leave it (PROCESSING, attempts 1, a lease
-// and a claim token), so no claim transaction is needed: after the commit the worker dispatches
-// it straight from memory. Until then no other worker can claim it (it is not PENDING) and if
-// the process dies first, the lease expires and the reclaim makes it PENDING again.
+// InTx's hand-off. It is the same INSERT, but the row is born claimed by a worker of the
+// enqueuing process. It is exactly as MessageClaimMark would leave it, PROCESSING with attempts
+// 1, a lease and a claim token. No claim transaction is needed, since after the commit the
+// worker dispatches it straight from memory. No other worker can claim it, since it is not
+// PENDING. If the process dies first, the lease expires and the reclaim makes it PENDING again.
 func (q *Queries) MessageInsertClaimed(ctx context.Context, db DBTX, arg MessageInsertClaimedParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsertClaimed,
 		arg.EventType,
@@ -686,9 +686,9 @@ type MessageInsertNowParams struct {
 	MaxAttempts    int32
 }
 
-// MessageInsert for the usual message: no ordering key, no delay. Only the columns without a
-// default, and no delay arithmetic: each expression the server evaluates shows in the enqueue's
-// cost (bench/cmd/w1cost --spellings; BENCHMARKS.md).
+// MessageInsert for the usual message, with no ordering key and no delay. It sets only the
+// columns without a default and does no delay arithmetic. Each expression the server evaluates
+// shows in the enqueue's cost, as BENCHMARKS.md measures.
 func (q *Queries) MessageInsertNow(ctx context.Context, db DBTX, arg MessageInsertNowParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsertNow,
 		arg.EventType,
@@ -737,7 +737,8 @@ type MessageListFailedRow struct {
 	FailedAt       sql.NullTime
 }
 
-// Filters: all_ids (no id filter) or id IN ids; event_type ” = any; failed_since NULL = any.
+// all_ids means no id filter, else the ids are listed. An empty event_type means any type. A
+// NULL failed_since means any time.
 func (q *Queries) MessageListFailed(ctx context.Context, db DBTX, arg MessageListFailedParams) ([]MessageListFailedRow, error) {
 	query := messageListFailed
 	var queryParams []interface{}
@@ -821,7 +822,7 @@ type MessageListFailedNewestRow struct {
 	FailedAt       sql.NullTime
 }
 
-// The same selection, most recently failed first (on-call screens show the newest).
+// The same selection, most recently failed first, as on-call screens show them.
 func (q *Queries) MessageListFailedNewest(ctx context.Context, db DBTX, arg MessageListFailedNewestParams) ([]MessageListFailedNewestRow, error) {
 	query := messageListFailedNewest
 	var queryParams []interface{}
@@ -883,10 +884,11 @@ type MessageLockForPurgeParams struct {
 	Ids    []int64
 }
 
-// Purge by id, step 1, in a READ COMMITTED transaction: lock the given messages that have this
-// status (SENT or FAILED; Purge checks). By primary key (FORCE INDEX: left to itself the
-// optimizer scans the claim index, or the whole table for many ids, and locks what it scans),
-// so only these rows are locked. A single-table DELETE takes no index hint, hence two steps.
+// Purge by id, step 1, in a READ COMMITTED transaction. It locks the given messages that have
+// this status, which Purge checks is SENT or FAILED. FORCE INDEX keeps it on the primary key, so
+// only these rows are locked. Left to itself, the optimizer scans the claim index, or the whole
+// table for many ids, and locks what it scans. A single-table DELETE takes no index hint, hence
+// two steps.
 func (q *Queries) MessageLockForPurge(ctx context.Context, db DBTX, arg MessageLockForPurgeParams) ([]int64, error) {
 	query := messageLockForPurge
 	var queryParams []interface{}
@@ -937,7 +939,7 @@ type MessageMarkFailedParams struct {
 	ClaimToken sql.NullString
 }
 
-// Fenced: permanent error, attempts exhausted or undecodable payload.
+// Fenced. It records a permanent error, exhausted attempts or an undecodable payload.
 func (q *Queries) MessageMarkFailed(ctx context.Context, db DBTX, arg MessageMarkFailedParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageMarkFailed, arg.LastError, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -963,7 +965,7 @@ type MessageMarkRetryParams struct {
 	ClaimToken sql.NullString
 }
 
-// Fenced: back to PENDING after a backoff computed in Go (b to 1.5b, b = initial * 2^(n-1), capped at max) and applied in SQL.
+// Fenced. The row goes back to PENDING after a backoff that Go computes and SQL applies.
 func (q *Queries) MessageMarkRetry(ctx context.Context, db DBTX, arg MessageMarkRetryParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageMarkRetry,
 		arg.DelayUs,
@@ -991,7 +993,7 @@ type MessageMarkSentParams struct {
 	Ids        []int64
 }
 
-// Fenced, for a whole claim's successes at once. claim_token stays on the row: it records which
+// Fenced, for a whole claim's successes at once. claim_token stays on the row, to record which
 // claim delivered the message.
 func (q *Queries) MessageMarkSent(ctx context.Context, db DBTX, arg MessageMarkSentParams) (int64, error) {
 	query := messageMarkSent
@@ -1026,7 +1028,7 @@ type MessagePurgeFailedParams struct {
 	Limit       int32
 }
 
-// As MessagePurgeSent: a FAILED row's next_attempt_at is never after its failed_at. A row made
+// As MessagePurgeSent. A FAILED row's next_attempt_at is never after its failed_at. A row made
 // FAILED by hand without failed_at counts as failed at its next_attempt_at.
 func (q *Queries) MessagePurgeFailed(ctx context.Context, db DBTX, arg MessagePurgeFailedParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messagePurgeFailed, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
@@ -1050,12 +1052,12 @@ type MessagePurgeSentParams struct {
 	Limit       int32
 }
 
-// One small batch; the caller loops so no statement holds many row locks for long. The scan runs
-// on the claim index, bounded by next_attempt_at: a row was due before it was claimed and sent,
-// so its next_attempt_at is never after its sent_at, and the bound only stops the scan at the
-// cutoff instead of at the end of every retained SENT row (50,000 index reads to delete 999
-// without it; 1,000 with it). The ORDER BY is the index order (no sort; the oldest first) and
-// makes the statement deterministic for statement-based binlogs.
+// One small batch. The caller loops, so no statement holds many row locks for long. The scan
+// runs on the claim index, bounded by next_attempt_at. A row was due before it was claimed and
+// sent, so its next_attempt_at is never after its sent_at. The bound thus only stops the scan
+// at the cutoff instead of at the end of every retained SENT row. The ORDER BY is the index
+// order, oldest first, with no sort. It makes the statement deterministic for statement-based
+// binlogs.
 func (q *Queries) MessagePurgeSent(ctx context.Context, db DBTX, arg MessagePurgeSentParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messagePurgeSent, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
 	if err != nil {
@@ -1077,14 +1079,14 @@ WHERE status = 'PROCESSING'
 LIMIT ?
 `
 
-// Leases that expired: the claiming worker died or hung. Back to PENDING, or FAILED when the
-// attempts are exhausted (attempts already counted the claim, so reclaim adds none and a message
-// that kills its worker cannot loop forever). Assignments run left to right and see earlier
-// ones, so every IF tests attempts/max_attempts, which this statement does not change.
-// last_error says so either way (a crash or a hang left no trace on the row otherwise), and
-// keeps the start of the previous error, the handler's own, after it. Its empty strings are hex
-// literals: MariaDB's sql_mode EMPTY_STRING_IS_NULL makes an empty quoted string NULL, and with
-// it the whole CONCAT.
+// Leases that expired, because the claiming worker died or hung. The rows go back to PENDING, or
+// to FAILED when the attempts are exhausted. attempts counted the claim already, so the reclaim
+// adds none. A message that kills its worker thus cannot loop forever. Assignments run left to
+// right and see earlier ones. Every IF therefore tests attempts and max_attempts, which this
+// statement does not change. last_error says what happened either way, since a crash or a hang
+// leaves no other trace on the row. It keeps the start of the previous error, the handler's
+// own, after it. Its empty strings are hex literals. MariaDB's sql_mode EMPTY_STRING_IS_NULL
+// makes an empty quoted string NULL, and with it the whole CONCAT.
 func (q *Queries) MessageReclaimStale(ctx context.Context, db DBTX, limit int32) (int64, error) {
 	result, err := db.ExecContext(ctx, messageReclaimStale, limit)
 	if err != nil {
@@ -1117,11 +1119,11 @@ type MessageRetryFailedParams struct {
 	Limit       int32
 }
 
-// FAILED -> PENDING, due now, with a fresh attempt budget. last_error is kept as history. One
-// batch, in the claim index's order; Retry loops (each batch its own READ COMMITTED
-// transaction), so retrying a million failures never holds a million row locks, nor next-key
-// locks that stall the workers' result writes. A moved row is no longer FAILED, so the next
-// batch takes the next rows.
+// FAILED rows become PENDING, due now, with a fresh attempt budget. last_error is kept. It
+// moves one batch, in the claim index's order. Retry loops, with each batch its own READ
+// COMMITTED transaction. Retrying a million failures thus never holds a million row locks, nor
+// next-key locks that stall the workers' result writes. A moved row is no longer FAILED, so the
+// next batch takes the next rows.
 func (q *Queries) MessageRetryFailed(ctx context.Context, db DBTX, arg MessageRetryFailedParams) (int64, error) {
 	query := messageRetryFailed
 	var queryParams []interface{}
@@ -1166,8 +1168,8 @@ type MessageRetryFailedIDsParams struct {
 	FailedSince sql.NullTime
 }
 
-// MessageRetryFailed for given ids (Retry sends at most retryBatch at a time), by primary key:
-// scanning the claim index instead, it would wait on any FAILED row another transaction holds.
+// MessageRetryFailed for given ids, at most retryBatch at a time, by primary key. A scan of the
+// claim index would wait on any FAILED row another transaction holds.
 func (q *Queries) MessageRetryFailedIDs(ctx context.Context, db DBTX, arg MessageRetryFailedIDsParams) (int64, error) {
 	query := messageRetryFailedIDs
 	var queryParams []interface{}
@@ -1223,14 +1225,14 @@ type MessageStatsByTypeRow struct {
 	OldestDueUs     int64
 }
 
-// Never counts SENT rows: that part of the table grows without bound. oldest_due_us is how long
-// the longest-waiting due row has been claimable (now - next_attempt_at): unlike the pending age
-// it ignores delayed and backed-off rows, so it grows only when nobody claims. An ordered row
-// waiting behind its key's head is pending but not due (it cannot be claimed yet): a held key
-// is reported as such (OrderingHeldKeys), not as a dead fleet. Every SUM is COALESCEd: a
-// condition on a NULL (an ordered row without a queue entry has no head seq to compare, a row
-// made PROCESSING by hand may lack its lease) is NULL, and a group of only such rows would sum
-// to NULL and fail the whole query, for every type.
+// It never counts SENT rows, since that part of the table grows without bound. oldest_due_us is
+// how long the longest-waiting due row has been claimable, since its next_attempt_at. Unlike
+// the pending age, it ignores delayed and backed-off rows, so it grows only when nobody claims.
+// An ordered row waiting behind its key's head is pending but not due, since it cannot be
+// claimed yet. OrderingHeldKeys reports a held key as such, not as a dead fleet. Every SUM is
+// COALESCEd. A condition on a NULL is NULL. An ordered row without a queue entry has no head
+// seq to compare, and a row made PROCESSING by hand may lack its lease. A group of only such
+// rows would sum to NULL and fail the whole query, for every type.
 func (q *Queries) MessageStatsByType(ctx context.Context, db DBTX) ([]MessageStatsByTypeRow, error) {
 	rows, err := db.QueryContext(ctx, messageStatsByType)
 	if err != nil {
@@ -1276,7 +1278,8 @@ type MessageTokensByIDsRow struct {
 	ClaimToken sql.NullString
 }
 
-// After a fenced batch landed partly: which rows no longer carry our claim (refused writes).
+// After a fenced batch landed partly, it finds the rows that no longer carry the claim. Their
+// writes were refused.
 func (q *Queries) MessageTokensByIDs(ctx context.Context, db DBTX, ids []int64) ([]MessageTokensByIDsRow, error) {
 	query := messageTokensByIDs
 	var queryParams []interface{}

@@ -16,9 +16,10 @@ SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.migrate.', LEFT(SHA2(COALESCE(DA
 `
 
 // outbox.Migrate and the start-up checks.
-// Migrations of one database take turns: two processes starting at once must not both ALTER.
-// The name is per database (a named lock is server-wide) and at most 64 characters (MySQL's
-// limit). 1 = acquired; 0 = another migration still runs after the wait; -1 = NULL, an error.
+// Migrations of one database take turns, so two processes starting at once do not both ALTER.
+// A named lock is server-wide, so the name is per database. It has at most 64 characters,
+// MySQL's limit. 1 means acquired. 0 means another migration still runs after the wait. -1
+// means NULL, an error.
 func (q *Queries) MigrateLock(ctx context.Context, db DBTX, timeoutS int64) (int64, error) {
 	row := db.QueryRowContext(ctx, migrateLock, timeoutS)
 	var acquired int64
@@ -42,9 +43,9 @@ SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_messages
 WHERE id = 0 AND headers IS NULL AND ordering_key IS NULL AND ordering_seq IS NULL
 `
 
-// NewWorker's check that outbox_messages exists and has the newest columns (schema version 3's
-// headers, version 4's ordering key and seq): a primary-key probe that reads no row. Error 1146
-// or 1054 means: run Migrate.
+// NewWorker's check that outbox_messages exists and has the newest columns. Those are the
+// headers of schema version 3 and the ordering key and seq of version 4. It is a primary-key
+// probe that reads no row. Error 1146 or 1054 means Migrate must run.
 func (q *Queries) SchemaProbe(ctx context.Context, db DBTX) (int64, error) {
 	row := db.QueryRowContext(ctx, schemaProbe)
 	var n int64
@@ -62,7 +63,7 @@ type ServerBinlogRow struct {
 }
 
 // With the binary log on and binlog_format=STATEMENT, every write of a READ COMMITTED
-// transaction (the claim, the result writes) fails with error 1665.
+// transaction fails with error 1665. The claim and the result writes are such writes.
 func (q *Queries) ServerBinlog(ctx context.Context, db DBTX) (ServerBinlogRow, error) {
 	row := db.QueryRowContext(ctx, serverBinlog)
 	var i ServerBinlogRow

@@ -1,8 +1,7 @@
-// Broken ordering keys: queue rows and ordered messages that stall a key for good and that no
-// claim, result or retry would ever move. The runtime never leaves them (an enqueue writes a
-// message and its queue entry in one transaction; a SENT mark and a purge remove the entries
-// with their message), but a hand-run DELETE or UPDATE can. Stats reports them; the workers'
-// maintenance repairs them.
+// Broken ordering keys. Queue rows and ordered messages can stall a key for good, where no
+// claim, result or retry would ever move them. The runtime never leaves them, since it writes
+// and removes a message and its queue entry in one transaction. A hand-run DELETE or UPDATE
+// can. Stats reports them, and the workers' maintenance repairs them.
 
 package outbox
 
@@ -15,46 +14,46 @@ import (
 	"math"
 	"time"
 
-	"github.com/outboxgen/outboxgen/internal/utf8esc"
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
+	"github.com/outboxgen/outboxgen/runtime/outboxlabel"
 )
 
-// BrokenReason says why an ordering key cannot move (BrokenKey.Reason).
+// BrokenReason says why an ordering key cannot move.
 type BrokenReason string
 
-// The ways a key breaks. A FAILED head is none of them: it holds its key by design until Retry
-// or Purge (Snapshot.Held).
+// The ways a key breaks. A FAILED head is none of them. It holds its key by design until Retry
+// or Purge, and Snapshot.Held lists it.
 const (
-	// BrokenHeadMissing: the key's head queue entry names a message that no longer exists.
+	// BrokenHeadMissing says the key's head queue entry names a message that does not exist.
 	BrokenHeadMissing BrokenReason = "head_missing"
-	// BrokenHeadFinished: the key's head message is SENT (or in another status that never runs
-	// again) but its queue entry was left behind.
+	// BrokenHeadFinished says the key's head message is SENT, or in another status that never
+	// runs again, but its queue entry was left behind.
 	BrokenHeadFinished BrokenReason = "head_finished"
-	// BrokenHeadMismatch: the key's head message exists but carries another key or seq than its
-	// entry, so the claim never takes it as this key's head.
+	// BrokenHeadMismatch says the key's head message exists but carries another key or seq than
+	// its entry. The claim therefore never takes it as this key's head.
 	BrokenHeadMismatch BrokenReason = "head_mismatch"
-	// BrokenNotQueued: an ordered PENDING message has no queue entry at its own key and seq, so
-	// it is never claimed (its key moves on past it, or has no head at all).
+	// BrokenNotQueued says an ordered PENDING message has no queue entry at its own key and
+	// seq. It is therefore never claimed. Its key moves on past it, or has no head at all.
 	BrokenNotQueued BrokenReason = "not_queued"
 )
 
-// BrokenKey is one broken ordering key (Snapshot.Broken): what stalls it and why.
+// BrokenKey is one broken ordering key in Snapshot.Broken. It says what stalls the key and why.
 type BrokenKey struct {
-	// OrderingKey is the key (group-prefixed, as generated code builds it).
+	// OrderingKey is the key, prefixed by its group as generated code builds it.
 	OrderingKey string
-	// Seq is the head entry's seq, or for BrokenNotQueued the message's own seq (0 when it has
-	// none).
+	// Seq is the head entry's seq. For BrokenNotQueued it is the message's own seq, or 0 when
+	// it has none.
 	Seq int64
 	// Message is the message the entry names, or the unqueued message.
 	Message MessageID
-	// Status and EventType are the message's; both empty when it is missing.
+	// Status and EventType are the message's. Both are empty when it is missing.
 	Status    Status
 	EventType string
 	Reason    BrokenReason
 }
 
-// brokenKeys lists every broken key for Stats: the number of distinct keys, and up to
-// MaxHeldListed entries, broken heads first.
+// brokenKeys lists every broken key for Stats. It returns the number of distinct keys, and up
+// to MaxHeldListed entries, broken heads first.
 func brokenKeys(ctx context.Context, db DBTX) (int64, []BrokenKey, error) {
 	heads, err := q.OrderingBrokenHeads(ctx, sdb(db), math.MaxInt32)
 	if err != nil {
@@ -96,8 +95,8 @@ func brokenHead(h store.OrderingBrokenHeadsRow) BrokenKey {
 	return b
 }
 
-// runnable says a message in status s may still be claimed (again): a queue entry naming it is
-// live.
+// runnable says a message in status s may still be claimed, again or for the first time. A
+// queue entry naming it is live.
 func runnable(s store.OutboxMessagesStatus) bool {
 	return s == store.OutboxMessagesStatusPENDING || s == store.OutboxMessagesStatusPROCESSING || s == store.OutboxMessagesStatusFAILED
 }
@@ -105,28 +104,28 @@ func runnable(s store.OutboxMessagesStatus) bool {
 const (
 	// brokenBatch bounds what one repair pass reads and fixes, one short transaction each.
 	brokenBatch = 100
-	// brokenPasses bounds the head passes of one run: removing a broken head can uncover the
+	// brokenPasses bounds the head passes of one run. Removing a broken head can uncover the
 	// next entry of its key, broken too. The next run goes on.
 	brokenPasses = 10
 )
 
 // brokenRepairs counts what one repair run did.
 type brokenRepairs struct {
-	removed  int64 // broken head entries deleted: their keys move on
+	removed  int64 // broken head entries deleted, whose keys move on
 	requeued int64 // unqueued messages given an entry at the end of their key
 }
 
-// repairBrokenKeys repairs broken keys and logs each repair, at warn level. Each repair is its
-// own READ COMMITTED transaction that locks the message and the entry before it checks them, so
-// it acts only on committed rows that are still broken, and never on a concurrent enqueue,
-// claim or result write:
+// repairBrokenKeys repairs broken keys and logs each repair at warn level. Each repair is its
+// own READ COMMITTED transaction that locks the message and the entry before it checks them.
+// It thus acts only on committed rows that are still broken. It never acts on a concurrent
+// enqueue, claim or result write.
 //
-//   - A broken head entry (its message missing, finished or not the entry's) is deleted: the
-//     key's next message becomes its head. Whether its message was delivered is not known here;
-//     the log line names it. The runtime writes and removes a message and its entries in one
-//     transaction, so a committed entry in this state is never work in flight.
+//   - A broken head entry is deleted, and the key's next message becomes its head. The entry's
+//     message is missing, finished or not the entry's. Whether it was delivered is not known
+//     here, so the log line names it. The runtime writes and removes a message and its entries
+//     in one transaction, so a committed entry in this state is never work in flight.
 //   - An ordered PENDING message without its entry, enqueued at least minAge ago, takes a fresh
-//     seq from its key's counter and an entry there: it runs after the key's queued messages,
+//     seq from its key's counter and an entry there. It runs after the key's queued messages,
 //     and never beside a head being handled now. minAge keeps the repair off an enqueue that
 //     writes its rows in separate statements.
 //
@@ -152,7 +151,7 @@ func repairBrokenKeys(ctx context.Context, db *sql.DB, minAge time.Duration, log
 				n++
 				b := brokenHead(h)
 				log.LogAttrs(ctx, slog.LevelWarn, "outbox repaired broken ordering key",
-					slog.String("ordering_key", utf8esc.Escape(b.OrderingKey)), slog.Int64("seq", b.Seq),
+					slog.String("ordering_key", outboxlabel.Escape(b.OrderingKey)), slog.Int64("seq", b.Seq),
 					slog.Int64("message_id", int64(b.Message)), slog.String("reason", string(b.Reason)),
 					slog.String("status", string(b.Status)), slog.String("repair", "head entry deleted"))
 			}
@@ -172,7 +171,7 @@ func repairBrokenKeys(ctx context.Context, db *sql.DB, minAge time.Duration, log
 		if seq > 0 {
 			done.requeued++
 			log.LogAttrs(ctx, slog.LevelWarn, "outbox repaired broken ordering key",
-				slog.String("ordering_key", utf8esc.Escape(u.OrderingKey.String)), slog.Int64("seq", u.OrderingSeq.Int64),
+				slog.String("ordering_key", outboxlabel.Escape(u.OrderingKey.String)), slog.Int64("seq", u.OrderingSeq.Int64),
 				slog.Int64("message_id", u.ID), slog.String("reason", string(BrokenNotQueued)),
 				slog.Int64("new_seq", seq), slog.String("repair", "queued at the end of its key"))
 		}
@@ -184,7 +183,7 @@ func repairBrokenKeys(ctx context.Context, db *sql.DB, minAge time.Duration, log
 // or not the entry's. It says whether it deleted it.
 func removeBrokenHead(ctx context.Context, db *sql.DB, h store.OrderingBrokenHeadsRow) (bool, error) {
 	n, err := execReadCommitted(ctx, db, func(tx *sql.Tx) (int64, error) {
-		// The message first, then the entry: the order of every runtime write that takes both.
+		// The message first, then the entry, in the order of every runtime write that takes both.
 		msgs, err := q.BrokenMessageLock(ctx, tx, store.BrokenMessageLockParams{ID: h.MessageID})
 		if err != nil {
 			return 0, err
@@ -193,7 +192,7 @@ func removeBrokenHead(ctx context.Context, db *sql.DB, h store.OrderingBrokenHea
 			m := msgs[0]
 			if runnable(m.Status) && m.OrderingKey.Valid && m.OrderingKey.String == h.OrderingKey &&
 				m.OrderingSeq.Valid && m.OrderingSeq.Int64 == h.Seq {
-				return 0, nil // the entry is its message's: not broken (any more)
+				return 0, nil // the entry is its message's, so the key is not broken
 			}
 		}
 		entry := store.BrokenEntryLockParams{OrderingKey: h.OrderingKey, Seq: h.Seq, MessageID: h.MessageID}
@@ -227,9 +226,9 @@ func requeue(ctx context.Context, db *sql.DB, id int64, minAge time.Duration) (i
 				return 0, err
 			}
 		}
-		// A fresh seq, not its old one: the counter hands out seqs above every queued one, so
-		// the entry cannot collide with a later enqueue's, and the message cannot become the
-		// head while the key's present head is being handled.
+		// A fresh seq, not its old one. The counter hands out seqs above every queued one. The
+		// entry thus cannot collide with a later enqueue's. The message cannot become the head
+		// while the key's present head is being handled.
 		seq, err := q.OrderingNext(ctx, tx, m.OrderingKey.String)
 		if err != nil {
 			return 0, err
@@ -249,8 +248,8 @@ func requeue(ctx context.Context, db *sql.DB, id int64, minAge time.Duration) (i
 	return seq, nil
 }
 
-// repairBroken is the maintenance loop's step: one repair run, its failures tracked as an
-// outage. Workers wake when a key moved.
+// repairBroken is the maintenance loop's step. It makes one repair run and tracks its failures
+// as an outage. Workers wake when a key moved.
 func (w *Worker) repairBroken(ctx context.Context, down *outage) {
 	done, err := repairBrokenKeys(ctx, w.db, w.cfg.StaleAfter, w.log)
 	if err != nil && ctx.Err() == nil {

@@ -1,4 +1,4 @@
-package utf8esc
+package outboxlabel
 
 import "testing"
 
