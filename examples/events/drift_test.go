@@ -4,65 +4,43 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxgen/outboxgen/examples/events"
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest"
 )
 
-// logWriter sends the worker's log lines to t.Log: shown with -v or when the test fails.
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-// recorder is a Handlers that records what reaches it.
+// recorder is a Handlers that records what reaches it. Drain calls handlers one at a time in
+// the test's goroutine, so it needs no lock.
 type recorder struct {
-	mu       sync.Mutex
 	payments []events.PaymentFailed
 	welcomes []events.WelcomeEmail
 	orders   []string // event type and ordering key
 }
 
 func (r *recorder) HandlePaymentFailed(_ context.Context, e events.PaymentFailed, _ outbox.Delivery) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.payments = append(r.payments, e)
 	return nil
 }
 
 func (r *recorder) HandleOrderPlaced(_ context.Context, e events.OrderPlaced, d outbox.Delivery) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.orders = append(r.orders, e.EventType()+" "+d.OrderingKey)
 	return nil
 }
 
 func (r *recorder) HandleOrderPaid(_ context.Context, e events.OrderPaid, d outbox.Delivery) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.orders = append(r.orders, e.EventType()+" "+d.OrderingKey)
 	return nil
 }
 
 func (r *recorder) HandleOrderShipped(_ context.Context, e events.OrderShipped, d outbox.Delivery) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.orders = append(r.orders, e.EventType()+" "+d.OrderingKey)
 	return nil
 }
 
 func (r *recorder) HandleWelcomeEmail(_ context.Context, e events.WelcomeEmail, _ outbox.Delivery) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.welcomes = append(r.welcomes, e)
 	return nil
 }
@@ -71,7 +49,7 @@ func (r *recorder) HandleWelcomeEmail(_ context.Context, e events.WelcomeEmail, 
 // are FAILED at the first attempt with an error naming the event and the field, and never reach
 // the typed handler as zero values; the current payload, with an unknown extra field, is SENT.
 func TestDriftedPayloadFailsBeforeTheHandler(t *testing.T) {
-	db := testdb.Migrated(t)
+	db := outboxtest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -98,7 +76,7 @@ func TestDriftedPayloadFailsBeforeTheHandler(t *testing.T) {
 			`attempt 1: permanent: order_shipped: payload: field "carrier": "fedex" is not one of dhl, ups, post`, "orders:1:8"},
 	}
 	ids := make([]outbox.MessageID, len(rows))
-	if err := outbox.InTx(ctx, db.DB, func(tx *sql.Tx) error {
+	if err := outbox.InTx(ctx, db, func(tx *sql.Tx) error {
 		for i, r := range rows {
 			id, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: r.eventType, Payload: json.RawMessage(r.payload), OrderingKey: r.orderingKey})
 			if err != nil {
@@ -112,36 +90,12 @@ func TestDriftedPayloadFailsBeforeTheHandler(t *testing.T) {
 	}
 
 	h := &recorder{}
-	w, err := outbox.NewWorker(db.DB, events.NewRouter(h), outbox.Config{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	for i := range rows {
-		for {
-			rec, err := outbox.Inspect(ctx, db.DB, ids[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.Status == outbox.StatusSent || rec.Status == outbox.StatusFailed {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("message %d is still %s", ids[i], rec.Status)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if got := outboxtest.Drain(ctx, t, db, events.NewRouter(h)); got != (outboxtest.DrainResult{Sent: 3, Failed: 5}) {
+		t.Errorf("Drain = %+v, want the 3 current payloads sent and the 5 drifted ones failed", got)
 	}
 
 	for i, r := range rows {
-		rec, err := outbox.Inspect(ctx, db.DB, ids[i])
+		rec, err := outbox.Inspect(ctx, db, ids[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,8 +106,6 @@ func TestDriftedPayloadFailsBeforeTheHandler(t *testing.T) {
 			t.Errorf("row %d (%s): %s after %d attempts, last_error %q;\nwant FAILED at the first attempt with %q", i, r.payload, rec.Status, rec.Attempts, rec.LastError, r.want)
 		}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if len(h.payments) != 1 || h.payments[0].InvoiceID != "inv-1" || h.payments[0].Amount.Currency != events.MoneyCurrencyUSD {
 		t.Errorf("PaymentFailed handler got %+v; want only inv-1 (drifted rows must not reach it)", h.payments)
 	}

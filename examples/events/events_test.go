@@ -13,8 +13,8 @@ import (
 )
 
 // The generated code of the repository's own catalog, as an application uses it. Validate,
-// the wire format and SendX need no database; TestDriftedPayloadFailsBeforeTheHandler runs a
-// worker on one (OUTBOX_TEST_DSN, else it is skipped).
+// the wire format and SendX need no database; the tests in the other files use one from
+// outboxtest.Open (OUTBOX_TEST_DSN, else they are skipped).
 
 func TestPaymentFailedWireFormat(t *testing.T) {
 	kst := time.FixedZone("KST", 9*3600)

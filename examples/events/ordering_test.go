@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/examples/events"
-	"github.com/outboxgen/outboxgen/internal/testdb"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest"
 )
 
 // The generated EnqueueX stores the ordering key with the message; unordered events store none.
 func TestEnqueueStoresTheOrderingKey(t *testing.T) {
-	db := testdb.Migrated(t)
+	db := outboxtest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	var placed, paid, welcome outbox.MessageID
-	if err := outbox.InTx(ctx, db.DB, func(tx *sql.Tx) error {
+	if err := outbox.InTx(ctx, db, func(tx *sql.Tx) error {
 		var err error
 		total := events.Money{Amount: 990, Currency: events.MoneyCurrencyEUR}
 		if placed, err = events.EnqueueOrderPlaced(ctx, tx, events.OrderPlaced{OrderID: 42, CustomerEmail: "a@example.com", Total: total}); err != nil {
@@ -33,7 +33,7 @@ func TestEnqueueStoresTheOrderingKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[outbox.MessageID]string{placed: "orders:2:42", paid: "orders:2:42", welcome: ""} {
-		rec, err := outbox.Inspect(ctx, db.DB, id)
+		rec, err := outbox.Inspect(ctx, db, id)
 		if err != nil {
 			t.Fatal(err)
 		}

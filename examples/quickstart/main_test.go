@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest"
 )
 
 // signalWriter keeps what the handler writes and closes wrote at the first write.
@@ -34,7 +35,8 @@ func (w *signalWriter) String() string {
 // The README's program commits a company with its mail, and its worker delivers the mail once:
 // after Run returns, the one message is SENT and the handler ran once.
 func TestQuickstart(t *testing.T) {
-	d := testdb.New(t)
+	// run is the README's program, its worker included: Drain would leave its Run untested.
+	db := outboxtest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
@@ -42,7 +44,7 @@ func TestQuickstart(t *testing.T) {
 
 	out := &signalWriter{wrote: make(chan struct{})}
 	done := make(chan error, 1)
-	go func() { done <- run(runCtx, d.DB, out) }()
+	go func() { done <- run(runCtx, db, out) }()
 	select {
 	case <-out.wrote:
 	case err := <-done:
@@ -58,15 +60,17 @@ func TestQuickstart(t *testing.T) {
 	if got, want := out.String(), "welcome mail to ops@acme.example (idempotency key welcome_email:1:1)\n"; got != want {
 		t.Errorf("handler wrote %q, want %q", got, want)
 	}
+	outboxtest.RequireEnqueued(t, db, events.WelcomeEmail{CompanyID: 1, Email: "ops@acme.example"})
+	// The kit reads payloads, not a message's status and attempts.
 	var status string
-	var attempts, companies int
-	if err := d.QueryRow("SELECT status, attempts FROM outbox_messages").Scan(&status, &attempts); err != nil {
+	var msgs, attempts, companies int
+	if err := db.QueryRow("SELECT COUNT(*), MIN(status), MIN(attempts) FROM outbox_messages").Scan(&msgs, &status, &attempts); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.QueryRow("SELECT COUNT(*) FROM companies").Scan(&companies); err != nil {
+	if err := db.QueryRow("SELECT COUNT(*) FROM companies").Scan(&companies); err != nil {
 		t.Fatal(err)
 	}
-	if status != "SENT" || attempts != 1 || companies != 1 {
-		t.Errorf("message %s after %d attempts, %d companies; want SENT after 1, 1 company", status, attempts, companies)
+	if msgs != 1 || status != "SENT" || attempts != 1 || companies != 1 {
+		t.Errorf("%d message(s), %s after %d attempts, %d companies; want one message, SENT after 1, 1 company", msgs, status, attempts, companies)
 	}
 }

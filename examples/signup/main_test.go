@@ -3,88 +3,79 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
+	"github.com/outboxgen/outboxgen/runtime/outboxtest"
 )
 
 func TestSignup(t *testing.T) {
-	d := testdb.New(t)
+	// run is the program itself, its two workers included: what it prints is checked too.
+	db := outboxtest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	var out bytes.Buffer
-	if err := run(ctx, d.DB, &out); err != nil {
+	if err := run(ctx, db, &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
 	t.Logf("output:\n%s", out.String())
 
 	// The rolled-back signup left nothing: no company, no message.
-	var companies []string
-	rows, err := d.Query("SELECT name FROM companies ORDER BY id")
+	companies := map[int64]string{}
+	var names []string
+	rows, err := db.Query("SELECT id, name FROM companies ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
+		var id int64
 		var n string
-		if err := rows.Scan(&n); err != nil {
+		if err := rows.Scan(&id, &n); err != nil {
 			t.Fatal(err)
 		}
-		companies = append(companies, n)
+		companies[id] = n
+		names = append(names, n)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(companies, ","), "Acme,Initech,Umbrella,Hooli"; got != want {
+	if got, want := strings.Join(names, ","), "Acme,Initech,Umbrella,Hooli"; got != want {
 		t.Errorf("companies = %s, want %s (Globex rolled back)", got, want)
 	}
 
-	// One welcome_email per committed company, each for a company that exists: SENT, except the
-	// bounced address, FAILED after one attempt with the bounce as last_error.
-	rows, err = d.Query(`SELECT m.event_type, m.status, m.attempts, COALESCE(m.last_error, ''), m.payload, c.name
-		FROM outbox_messages m LEFT JOIN companies c ON c.id = JSON_VALUE(m.payload, '$.company_id')
-		ORDER BY m.id`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// One welcome_email per committed company, each for a company that exists.
 	var mailed []string
-	for rows.Next() {
-		var typ, status, lastErr, company string
-		var attempts int
-		var payload []byte
-		var name *string
-		if err := rows.Scan(&typ, &status, &attempts, &lastErr, &payload, &name); err != nil {
-			t.Fatal(err)
+	for _, e := range outboxtest.Enqueued[events.WelcomeEmail](t, db) {
+		if companies[e.CompanyID] == "" {
+			t.Errorf("welcome_email %+v: no such company", e)
 		}
-		if name != nil {
-			company = *name
-		}
-		var p struct {
-			Email string `json:"email"`
-		}
-		if err := json.Unmarshal(payload, &p); err != nil {
-			t.Fatalf("payload %s: %v", payload, err)
-		}
-		want := "SENT"
-		if company == "Hooli" {
-			want = "FAILED"
-			if attempts != 1 || !strings.Contains(lastErr, "hard bounce") {
-				t.Errorf("Hooli's mail: attempts %d, last_error %q; want 1 attempt (Permanent) and the bounce", attempts, lastErr)
-			}
-		}
-		if typ != "welcome_email" || status != want || company == "" {
-			t.Errorf("message %s %s for company %q (%s): want welcome_email %s for an existing company", typ, status, company, payload, want)
-		}
-		mailed = append(mailed, company+"="+p.Email)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		mailed = append(mailed, companies[e.CompanyID]+"="+e.Email)
 	}
 	if got, want := strings.Join(mailed, ","), "Acme=ops@acme.example,Initech=bill@initech.example,Umbrella=it@umbrella.example,Hooli=founder@hooli.invalid"; got != want {
 		t.Errorf("messages = %s, want %s", got, want)
+	}
+	// Each SENT, except the bounced address, FAILED after one attempt with the bounce as
+	// last_error. Stats counts every message that is not SENT, of any event type.
+	s, err := outbox.Stats(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pending != 0 || s.Processing != 0 || s.Failed != 1 {
+		t.Errorf("%d pending, %d processing, %d failed; want only Hooli's mail FAILED, the others SENT", s.Pending, s.Processing, s.Failed)
+	}
+	failed, err := outbox.ListFailed(ctx, db, outbox.Filter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range failed {
+		var e events.WelcomeEmail
+		if err := e.DecodeOutboxPayload(f.Payload); err != nil || f.EventType != "welcome_email" || companies[e.CompanyID] != "Hooli" || f.Attempts != 1 || !strings.Contains(f.LastError, "hard bounce") {
+			t.Errorf("FAILED %s %s (%v): attempts %d, last_error %q; want only Hooli's mail, after 1 attempt (Permanent), with the bounce", f.EventType, f.Payload, err, f.Attempts, f.LastError)
+		}
 	}
 
 	// The fake mailer sent each mail exactly once.
