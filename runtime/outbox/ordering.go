@@ -29,7 +29,7 @@ import (
 // that long, with two others waiting for it, and roll back, for the deadlock above to recur.
 func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 	// A named lock belongs to a session: on a pool, one pinned connection takes and releases it.
-	lockDB := inlineExec{sdb(tx)}
+	lockDB := sendDB(tx)
 	if pool, ok := tx.(interface {
 		Conn(context.Context) (*sql.Conn, error)
 	}); ok {
@@ -58,7 +58,7 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 			}
 		}()
 	}
-	return q.OrderingNext(ctx, inlineExec{sdb(tx)}, key)
+	return q.OrderingNext(ctx, sendDB(tx), key)
 }
 
 // HeldKey is one held ordering key (Snapshot.Held).
