@@ -22,12 +22,13 @@ import (
 type orm struct {
 	// sqlDB is the pool the ORM was opened on: the workers' pool, and Wake's argument.
 	sqlDB *sql.DB
-	// inTx begins a transaction of the ORM, inserts an order in it through the ORM, calls
-	// enqueue with the handle the ORM's users pass to EnqueueX (the one line of glue), and
-	// commits, or rolls back when commit is false.
-	inTx func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error
 	// pool is the ORM's handle outside a transaction (the one its users hold).
 	pool outbox.DBTX
+	// place inserts an order through the ORM and enqueues e in the same transaction of the
+	// ORM, commits, and calls outbox.Wake.
+	place func(ctx context.Context, item string, e events.WelcomeEmail) error
+	// abandon does the same and rolls back instead of committing.
+	abandon func(ctx context.Context, item string, e events.WelcomeEmail) error
 }
 
 // ormCase opens one ORM on a migrated database that also holds the business table.
@@ -78,17 +79,12 @@ func TestORMs(t *testing.T) {
 
 			t.Run("commit", func(t *testing.T) {
 				e := welcome()
-				var id outbox.MessageID
-				err := o.inTx(ctx, "commit", true, func(h outbox.DBTX) (err error) {
-					id, err = events.EnqueueWelcomeEmail(ctx, h, e)
-					return err
-				})
-				if err != nil {
+				if err := o.place(ctx, "commit", e); err != nil {
 					t.Fatal(err)
 				}
 				var payload []byte
-				if err := o.sqlDB.QueryRow("SELECT CAST(payload AS BINARY) FROM outbox_messages WHERE id = ? AND event_type = 'welcome_email' AND status = 'PENDING'", int64(id)).Scan(&payload); err != nil {
-					t.Fatalf("message %d after commit: %v", id, err)
+				if err := o.sqlDB.QueryRow("SELECT CAST(payload AS BINARY) FROM outbox_messages WHERE idempotency_key = ? AND event_type = 'welcome_email' AND status = 'PENDING'", e.IdempotencyKey()).Scan(&payload); err != nil {
+					t.Fatalf("the message after commit: %v", err)
 				}
 				var got events.WelcomeEmail
 				if err := json.Unmarshal(payload, &got); err != nil || got != e {
@@ -101,11 +97,7 @@ func TestORMs(t *testing.T) {
 
 			t.Run("rollback", func(t *testing.T) {
 				e := welcome()
-				err := o.inTx(ctx, "rollback", false, func(h outbox.DBTX) error {
-					_, err := events.EnqueueWelcomeEmail(ctx, h, e)
-					return err
-				})
-				if err != nil {
+				if err := o.abandon(ctx, "rollback", e); err != nil {
 					t.Fatal(err)
 				}
 				if n := count(t, o.sqlDB, "SELECT COUNT(*) FROM outbox_messages WHERE idempotency_key = ?", e.IdempotencyKey()); n != 0 {
@@ -170,15 +162,11 @@ func TestORMs(t *testing.T) {
 					t.Fatalf("the first claim claimed %d messages, want 0", n)
 				}
 
+				// place calls Wake after its commit.
 				e := welcome()
-				err = o.inTx(ctx, "wake", true, func(h outbox.DBTX) error {
-					_, err := events.EnqueueWelcomeEmail(ctx, h, e)
-					return err
-				})
-				if err != nil {
+				if err := o.place(ctx, "wake", e); err != nil {
 					t.Fatal(err)
 				}
-				outbox.Wake(o.sqlDB)
 				select {
 				case got := <-delivered:
 					if got != e.CompanyID {

@@ -2,6 +2,7 @@ package outboxorm_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	entdialect "entgo.io/ent/dialect"
@@ -13,14 +14,16 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/outboxgen/outboxgen/examples/events"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxorm/internal/entdb"
 	"github.com/outboxgen/outboxgen/runtime/outboxorm/outboxent"
 	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
 )
 
-// The matrix. In each inTx, the line that passes the ORM's transaction to enqueue is the glue
-// docs/orms.md shows.
+// The matrix. Each ORM's placeOrder is what its users write (docs/orms.md shows it): the order
+// and its event in one transaction of the ORM, then Wake. Its abandon does the same and rolls
+// back.
 var ormCases = []ormCase{
 	{"database-sql", openSQL},
 	{"sqlx", openSQLX},
@@ -30,75 +33,136 @@ var ormCases = []ormCase{
 	{"bun", openBun},
 }
 
-// finish commits tx, or rolls it back when commit is false or err is set.
-func finish(tx interface {
-	Commit() error
-	Rollback() error
-}, commit bool, err error) error {
-	if err != nil || !commit {
-		if rbErr := tx.Rollback(); rbErr != nil {
-			return rbErr
-		}
-		return err
+func openSQL(t *testing.T, db *testdb.DB) orm {
+	return orm{
+		sqlDB: db.DB,
+		pool:  db.DB,
+		place: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			return placeOrderSQL(ctx, db.DB, item, e)
+		},
+		abandon: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, "INSERT INTO orders (item) VALUES (?)", item); err != nil {
+				return err
+			}
+			_, err = events.EnqueueWelcomeEmail(ctx, tx, e)
+			return err
+		},
 	}
-	return tx.Commit()
 }
 
-func openSQL(t *testing.T, db *testdb.DB) orm {
-	return orm{sqlDB: db.DB, pool: db.DB, inTx: func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (item) VALUES (?)", item); err != nil {
-			return finish(tx, false, err)
-		}
-		return finish(tx, commit, enqueue(tx))
-	}}
+func placeOrderSQL(ctx context.Context, db *sql.DB, item string, e events.WelcomeEmail) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (item) VALUES (?)", item); err != nil {
+		return err
+	}
+	if _, err := events.EnqueueWelcomeEmail(ctx, tx, e); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	outbox.Wake(db)
+	return nil
 }
 
 func openSQLX(t *testing.T, db *testdb.DB) orm {
 	x := sqlx.NewDb(db.DB, "mysql")
-	return orm{sqlDB: db.DB, pool: x, inTx: func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error {
-		tx, err := x.BeginTxx(ctx, nil)
-		if err != nil {
+	return orm{
+		sqlDB: db.DB,
+		pool:  x,
+		place: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			return placeOrderSQLX(ctx, x, item, e)
+		},
+		abandon: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			tx, err := x.BeginTxx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.NamedExecContext(ctx, "INSERT INTO orders (item) VALUES (:item)", map[string]any{"item": item}); err != nil {
+				return err
+			}
+			_, err = events.EnqueueWelcomeEmail(ctx, tx, e)
 			return err
-		}
-		if _, err := tx.NamedExecContext(ctx, "INSERT INTO orders (item) VALUES (:item)", map[string]any{"item": item}); err != nil {
-			return finish(tx, false, err)
-		}
-		return finish(tx, commit, enqueue(tx))
-	}}
+		},
+	}
 }
 
-// gormOrder is the orders row as GORM maps it.
-type gormOrder struct {
+func placeOrderSQLX(ctx context.Context, db *sqlx.DB, item string, e events.WelcomeEmail) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.NamedExecContext(ctx, "INSERT INTO orders (item) VALUES (:item)", map[string]any{"item": item}); err != nil {
+		return err
+	}
+	if _, err := events.EnqueueWelcomeEmail(ctx, tx.Tx, e); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	outbox.Wake(db.DB)
+	return nil
+}
+
+// Order is the orders row as GORM maps it.
+type Order struct {
 	ID   int64
 	Item string
 }
 
-func (gormOrder) TableName() string { return "orders" }
-
 func openGORM(t *testing.T, db *testdb.DB, prepareStmt bool) orm {
 	g := gormOn(t, db, prepareStmt)
-	return orm{sqlDB: db.DB, pool: g.Statement.ConnPool, inTx: func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error {
-		err := g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Create(&gormOrder{Item: item}).Error; err != nil {
-				return err
-			}
-			if err := enqueue(tx.Statement.ConnPool); err != nil {
-				return err
-			}
-			if !commit {
+	return orm{
+		sqlDB: db.DB,
+		pool:  g.Statement.ConnPool,
+		place: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			return placeOrderGORM(ctx, g, item, e)
+		},
+		abandon: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			err := g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Create(&Order{Item: item}).Error; err != nil {
+					return err
+				}
+				if _, err := events.EnqueueWelcomeEmail(ctx, tx.Statement.ConnPool, e); err != nil {
+					return err
+				}
 				return errRollback
+			})
+			if err == errRollback {
+				return nil
 			}
-			return nil
-		})
-		if err == errRollback {
-			return nil
+			return err
+		},
+	}
+}
+
+func placeOrderGORM(ctx context.Context, db *gorm.DB, item string, e events.WelcomeEmail) error {
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&Order{Item: item}).Error; err != nil {
+			return err
 		}
+		_, err := events.EnqueueWelcomeEmail(ctx, tx.Statement.ConnPool, e)
 		return err
-	}}
+	})
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		outbox.Wake(sqlDB)
+	}
+	return nil
 }
 
 // gormOn opens GORM on the test database's pool, so that workers and Wake share it.
@@ -116,20 +180,49 @@ func gormOn(t testing.TB, db *testdb.DB, prepareStmt bool) *gorm.DB {
 
 func openEnt(t *testing.T, db *testdb.DB) orm {
 	client := entdb.NewClient(entdb.Driver(entsql.OpenDB(entdialect.MySQL, db.DB)))
-	return orm{sqlDB: db.DB, pool: outboxent.Tx(client), inTx: func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error {
-		tx, err := client.Tx(ctx)
-		if err != nil {
+	return orm{
+		sqlDB: db.DB,
+		pool:  outboxent.Tx(client),
+		place: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			return placeOrderEnt(ctx, client, db.DB, item, e)
+		},
+		abandon: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			tx, err := client.Tx(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.Order.Create().SetItem(item).Save(ctx); err != nil {
+				return err
+			}
+			_, err = events.EnqueueWelcomeEmail(ctx, outboxent.Tx(tx), e)
 			return err
-		}
-		if _, err := tx.Order.Create().SetItem(item).Save(ctx); err != nil {
-			return finish(tx, false, err)
-		}
-		return finish(tx, commit, enqueue(outboxent.Tx(tx)))
-	}}
+		},
+	}
 }
 
-// bunOrder is the orders row as bun maps it.
-type bunOrder struct {
+// placeOrderEnt takes the *sql.DB the client was opened on, for Wake.
+func placeOrderEnt(ctx context.Context, client *entdb.Client, db *sql.DB, item string, e events.WelcomeEmail) error {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Order.Create().SetItem(item).Save(ctx); err != nil {
+		return err
+	}
+	if _, err := events.EnqueueWelcomeEmail(ctx, outboxent.Tx(tx), e); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	outbox.Wake(db)
+	return nil
+}
+
+// BunOrder is the orders row as bun maps it.
+type BunOrder struct {
 	bun.BaseModel `bun:"table:orders"`
 	ID            int64 `bun:",pk,autoincrement"`
 	Item          string
@@ -137,14 +230,38 @@ type bunOrder struct {
 
 func openBun(t *testing.T, db *testdb.DB) orm {
 	b := bun.NewDB(db.DB, mysqldialect.New())
-	return orm{sqlDB: db.DB, pool: b, inTx: func(ctx context.Context, item string, commit bool, enqueue func(outbox.DBTX) error) error {
-		tx, err := b.BeginTx(ctx, nil)
-		if err != nil {
+	return orm{
+		sqlDB: db.DB,
+		pool:  b,
+		place: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			return placeOrderBun(ctx, b, item, e)
+		},
+		abandon: func(ctx context.Context, item string, e events.WelcomeEmail) error {
+			tx, err := b.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.NewInsert().Model(&BunOrder{Item: item}).Exec(ctx); err != nil {
+				return err
+			}
+			_, err = events.EnqueueWelcomeEmail(ctx, tx.Tx, e)
+			return err
+		},
+	}
+}
+
+func placeOrderBun(ctx context.Context, db *bun.DB, item string, e events.WelcomeEmail) error {
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(&BunOrder{Item: item}).Exec(ctx); err != nil {
 			return err
 		}
-		if _, err := tx.NewInsert().Model(&bunOrder{Item: item}).Exec(ctx); err != nil {
-			return finish(tx, false, err)
-		}
-		return finish(tx, commit, enqueue(tx.Tx))
-	}}
+		_, err := events.EnqueueWelcomeEmail(ctx, tx.Tx, e)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	outbox.Wake(db.DB)
+	return nil
 }
