@@ -18,6 +18,7 @@ import (
 // plain, delayed and ordered, leave a handful of statements cached, not one per message. The
 // heap before and after is logged, not asserted.
 func TestGORMPrepareStmtCacheStaysBounded(t *testing.T) {
+	t.Parallel()
 	const (
 		n = 20000
 		// The statements of an enqueue: the plain INSERT; the INSERT with an ordering key or a
