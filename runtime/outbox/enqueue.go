@@ -92,9 +92,11 @@ const maxDelay = 100 * 365 * 24 * time.Hour
 // the message becomes visible to workers only when the caller commits, and disappears if the
 // caller rolls back, together with the business change it belongs to. On a transaction
 // Enqueue never begins, commits or rolls back anything; an unordered message is one INSERT,
-// sent as one round trip whatever the DSN (see inlineExec). Because it cannot
-// know when the caller commits, it cannot wake the worker: use InTx, or call Worker.Wake after
-// Commit, to cut the latency below the worker's PollInterval.
+// sent on a *sql.Tx as one round trip whatever the DSN (see inlineExec). Through any other
+// handle (an ORM's transaction) its SQL text is the same for every message, so a handle that
+// caches prepared statements holds a few of them, not one per message (see sendDB). Because
+// it cannot know when the caller commits, it cannot wake the worker: use InTx, or call
+// Wake(db) after Commit, to cut the latency below the worker's PollInterval.
 //
 // tx may be a *sql.Tx (or a type wrapping one, an ORM's transaction), or a *sql.Conn inside a
 // transaction (BEGIN on it; two round trips more, to ask the session). A handle on which the
@@ -289,10 +291,11 @@ func checkPayload(p []byte) error {
 // doubles them; max_allowed_packet must hold the statement). Larger ones go as arguments.
 const maxInlineBytes = 64 << 10
 
-// insertDB is where a message's INSERT goes: inlined (inlineExec) unless it is too large.
+// insertDB is where a message's INSERT goes: as sendDB sends it, but with arguments if it is
+// too large to inline.
 func insertDB(tx DBTX, m Message, hdr string) store.DBTX {
 	if len(m.Payload)+len(m.IdempotencyKey)+len(hdr) <= maxInlineBytes {
-		return inlineExec{sdb(tx)}
+		return sendDB(tx)
 	}
 	return sdb(tx)
 }

@@ -35,7 +35,7 @@ func enqueueQueueEntry(ctx context.Context, tx DBTX, m Message, seq, id int64) e
 	if m.OrderingKey == "" {
 		return nil
 	}
-	err := q.OrderingQueueInsert(ctx, inlineExec{sdb(tx)}, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
+	err := q.OrderingQueueInsert(ctx, sendDB(tx), store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey, Seq: seq, MessageID: id})
 	if err != nil {
 		return fmt.Errorf("outbox: Enqueue %q: ordering queue: %w", m.EventType, explain(err))
 	}
@@ -51,7 +51,7 @@ func enqueueQueueEntry(ctx context.Context, tx DBTX, m Message, seq, id int64) e
 // "The key's named lock" in docs/design.md says why.
 func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 	// A named lock belongs to a session. On a pool, one pinned connection takes and releases it.
-	lockDB := inlineExec{sdb(tx)}
+	lockDB := sendDB(tx)
 	if pool, ok := tx.(interface {
 		Conn(context.Context) (*sql.Conn, error)
 	}); ok {
@@ -80,5 +80,5 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 			}
 		}()
 	}
-	return q.OrderingNext(ctx, inlineExec{sdb(tx)}, key)
+	return q.OrderingNext(ctx, sendDB(tx), key)
 }

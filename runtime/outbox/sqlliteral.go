@@ -43,6 +43,19 @@ func (e inlineExec) QueryContext(ctx context.Context, query string, args ...any)
 	return e.DBTX.QueryContext(ctx, stmt)
 }
 
+// sendDB is how an enqueue's statements go on tx. On database/sql's own handles they go with
+// inline literals, one round trip each. Through any other handle (an ORM's or a wrapper's),
+// they go with placeholders and the values as arguments. Such a handle may cache a prepared
+// statement per SQL text, as GORM's PrepareStmt does. The text must then not vary with the
+// values, or the cache grows with every message.
+func sendDB(tx DBTX) store.DBTX {
+	switch tx.(type) {
+	case *sql.Tx, *sql.Conn, *sql.DB:
+		return inlineExec{sdb(tx)}
+	}
+	return sdb(tx)
+}
+
 // inlineArgs replaces each ? of query, in order, with args' literal. The queries it gets
 // (MessageInsert, the claim and the result writes) have no ? anywhere but their placeholders;
 // a count mismatch is an error.

@@ -17,6 +17,7 @@ var covered = map[string]bool{
 	"runtime/outboxotel":  true,
 	"runtime/outboxnats":  true,
 	"runtime/outboxkafka": true,
+	"runtime/outboxorm":   true,
 }
 
 const trialCatalog = `version: 1
@@ -34,8 +35,12 @@ events:
 const trialMain = `package main
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +48,7 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxkafka"
 	"github.com/outboxgen/outboxgen/runtime/outboxnats"
+	"github.com/outboxgen/outboxgen/runtime/outboxorm/outboxent"
 	"github.com/outboxgen/outboxgen/runtime/outboxotel"
 	"github.com/outboxgen/outboxgen/runtime/outboxprom"
 
@@ -52,6 +58,16 @@ import (
 // The relays' clients, without a connection: Register never publishes.
 type offlineJetStream struct{ jetstream.Publisher }
 type offlineProducer struct{ outboxkafka.Producer }
+
+// offlineEnt is an ent client without a transaction: Enqueue refuses it before any statement.
+type offlineEnt struct{}
+
+func (offlineEnt) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, errors.New("offline")
+}
+func (offlineEnt) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, errors.New("offline")
+}
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "trial: "+format+"\n", args...)
@@ -85,7 +101,11 @@ func main() {
 	if _, ok := kafkaRelay.Policy("order_placed"); !ok {
 		fail("outboxkafka did not register order_placed")
 	}
-	fmt.Println("trial: outbox VERSION, the generated package, outboxprom, outboxotel, outboxnats and outboxkafka work")
+	_, err = outbox.Enqueue(context.Background(), outboxent.Tx(offlineEnt{}), outbox.Message{EventType: "order_placed", Payload: []byte("{}")})
+	if err == nil || !strings.Contains(err.Error(), "Standalone()") {
+		fail("outboxent: Enqueue on a client outside a transaction: err = %v, want the refusal", err)
+	}
+	fmt.Println("trial: outbox VERSION, the generated package, outboxprom, outboxotel, outboxnats, outboxkafka and outboxorm work")
 }
 `
 
