@@ -39,14 +39,33 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 			// Past the inline limit, the INSERT sends the payload as a statement argument.
 			large := []byte(`{"e":"😀","pad":"` + strings.Repeat("é😀", maxInlineBytes/4) + `"}`)
 			want := map[MessageID][]byte{}
-			for i, p := range [][]byte{small, large, small} {
-				m := Message{EventType: "cs_ok", Payload: p, IdempotencyKey: "idem-😀-" + itoa(i)}
-				if i == 2 {
-					m.OrderingKey = "order-😀"
+			// A handle of another type (an ORM's) gets the values as statement arguments.
+			for i := range 5 {
+				p := small
+				if i == 1 {
+					p = large
 				}
-				id, err := Enqueue(ctx, db, m, Standalone(), Header("x-note", "héllo 😀"))
+				m := Message{EventType: "cs_ok_é😀", Payload: p, IdempotencyKey: "idem-😀-" + itoa(i)}
+				if i == 2 || i == 4 {
+					m.OrderingKey = "order-é😀"
+				}
+				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
-					t.Fatalf("Enqueue %d bytes: %v", len(p), err)
+					t.Fatal(err)
+				}
+				var h DBTX = tx
+				switch i {
+				case 3:
+					h = wrappedPool{db}
+				case 4:
+					h = wrappedTx{tx}
+				}
+				id, err := Enqueue(ctx, h, m, Standalone(), Header("x-note", "héllo 😀"))
+				if err != nil {
+					t.Fatalf("Enqueue %d bytes on %T: %v", len(p), h, err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
 				}
 				want[id] = p
 			}
@@ -59,7 +78,7 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 			var mu sync.Mutex
 			seen := map[MessageID][]byte{}
 			r := NewRouter()
-			r.Handle("cs_ok", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
+			r.Handle("cs_ok_é😀", Policy{}, func(_ context.Context, p json.RawMessage, dl Delivery) error {
 				mu.Lock()
 				defer mu.Unlock()
 				seen[dl.MessageID] = bytes.Clone(p)
@@ -77,7 +96,7 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 			w := newTestWorker(t, db, r, Config{})
 			stop := start(t, w)
 			testutil.Eventually(t, 30*time.Second, "every message finished", func() bool {
-				return countRows(t, d, "status IN ('SENT','FAILED')") == 4
+				return countRows(t, d, "status IN ('SENT','FAILED')") == 6
 			})
 			stop()
 
@@ -113,3 +132,9 @@ func TestConnectionCharsetKeepsBytes(t *testing.T) {
 		})
 	}
 }
+
+// wrappedPool and wrappedTx are handles of types other than database/sql's, as an ORM's are.
+type (
+	wrappedPool struct{ *sql.DB }
+	wrappedTx   struct{ *sql.Tx }
+)
