@@ -148,25 +148,67 @@ func enqueueMsg(t *testing.T, ctx context.Context, db *sql.DB, m outbox.Message,
 	return id
 }
 
-// runWorker runs w until done() holds (checked every 20ms) or 30s pass, then stops it and
-// waits for Run to return.
-func runWorker(t *testing.T, w *outbox.Worker, done func() bool) {
+// runWorker runs w until done() holds, then stops it and waits for Run to return. done is
+// checked after each claim the worker reports to its Observer, so a check follows every poll;
+// it fails the test if done does not hold within 30s.
+func runWorker(t *testing.T, w worker, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	for !done() {
-		if time.Now().After(deadline) {
+		select {
+		case <-w.polls:
+		case <-timeout.C:
 			cancel()
 			<-errc
 			t.Fatal("the worker did not finish within 30s")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// worker is a Worker and the claims it reports (pollsOf).
+type worker struct {
+	*outbox.Worker
+	polls <-chan struct{}
+}
+
+// pollsOf makes cfg's Observer also report each claim (each poll of the worker) on the
+// returned channel, which holds one report and drops the rest until it is read.
+func pollsOf(cfg *outbox.Config) <-chan struct{} {
+	next := cfg.Observer
+	if next == nil {
+		next = outbox.NopObserver{}
+	}
+	p := pollObserver{Observer: next, polls: make(chan struct{}, 1)}
+	cfg.Observer = p
+	return p.polls
+}
+
+// pollObserver passes every event on to Observer and reports each claim on polls.
+type pollObserver struct {
+	outbox.Observer
+	polls chan struct{}
+}
+
+func (p pollObserver) Claimed(n int, d time.Duration) {
+	p.Observer.Claimed(n, d)
+	select {
+	case p.polls <- struct{}{}:
+	default:
+	}
+}
+
+// HandedOff passes the hand-offs on when Observer counts them.
+func (p pollObserver) HandedOff(n int) {
+	if h, ok := p.Observer.(outbox.HandoffObserver); ok {
+		h.HandedOff(n)
 	}
 }
 
@@ -191,7 +233,7 @@ func drained(t *testing.T, db *testdb.DB, failed int64) func() bool {
 var fast = outbox.Policy{Backoff: outbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}
 
 // newWorker builds a worker on db wired by outboxotel.Instrument with tr and mp.
-func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkmetric.MeterProvider, opts ...outboxotel.Option) *outbox.Worker {
+func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkmetric.MeterProvider, opts ...outboxotel.Option) worker {
 	t.Helper()
 	if mp == nil {
 		mp = sdkmetric.NewMeterProvider()
@@ -202,11 +244,12 @@ func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkme
 	if err != nil {
 		t.Fatal(err)
 	}
+	polls := pollsOf(&cfg)
 	w, err := outbox.NewWorker(db, r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return worker{w, polls}
 }
 
 // metrics is a real SDK meter provider read by hand.

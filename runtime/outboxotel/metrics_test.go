@@ -215,6 +215,7 @@ func TestWorkerStuckSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	polls := pollsOf(&cfg)
 	w, err := outbox.NewWorker(db.DB, r, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ func TestWorkerStuckSeen(t *testing.T) {
 		v, _ := point(m.mustCollect(t)["outboxgen.stuck_seen.messages"], nil)
 		return v
 	}
-	runWorker(t, w, func() bool { return stuck() >= 2 })
+	runWorker(t, worker{w, polls}, func() bool { return stuck() >= 2 })
 	if v := stuck(); v < 2 {
 		t.Errorf("outboxgen.stuck_seen.messages = %v, want >= 2", v)
 	}

@@ -36,25 +36,66 @@ func enqueue(t *testing.T, db *testdb.DB, eventType string, opts ...outbox.Enque
 	return id
 }
 
-// runWorker runs w until done() holds (checked every 20ms) or 30s pass, then stops it and
-// waits for Run to return.
-func runWorker(t *testing.T, w *outbox.Worker, done func() bool) {
+// runWorker runs a worker on db with r and cfg until done() holds, then stops it and waits for
+// Run to return. done is checked after each claim the worker reports to its Observer, so a
+// check follows every poll; it fails the test if done does not hold within 30s.
+func runWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, done func() bool) {
 	t.Helper()
+	polls := pollsOf(&cfg)
+	w, err := outbox.NewWorker(db, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	for !done() {
-		if time.Now().After(deadline) {
+		select {
+		case <-polls:
+		case <-timeout.C:
 			cancel()
 			<-errc
 			t.Fatal("the worker did not finish the scripted mix within 30s")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// pollsOf makes cfg's Observer also report each claim (each poll of the worker) on the
+// returned channel, which holds one report and drops the rest until it is read.
+func pollsOf(cfg *outbox.Config) <-chan struct{} {
+	next := cfg.Observer
+	if next == nil {
+		next = outbox.NopObserver{}
+	}
+	p := pollObserver{Observer: next, polls: make(chan struct{}, 1)}
+	cfg.Observer = p
+	return p.polls
+}
+
+// pollObserver passes every event on to Observer and reports each claim on polls.
+type pollObserver struct {
+	outbox.Observer
+	polls chan struct{}
+}
+
+func (p pollObserver) Claimed(n int, d time.Duration) {
+	p.Observer.Claimed(n, d)
+	select {
+	case p.polls <- struct{}{}:
+	default:
+	}
+}
+
+// HandedOff passes the hand-offs on when Observer counts them.
+func (p pollObserver) HandedOff(n int) {
+	if h, ok := p.Observer.(outbox.HandoffObserver); ok {
+		h.HandedOff(n)
 	}
 }
 
@@ -100,14 +141,11 @@ func TestWorkerMixMetrics(t *testing.T) {
 	obs := outboxprom.NewObserver()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs, outboxprom.NewStatsCollector(db))
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{
+	cfg := outbox.Config{
 		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
 		Logger: quietLogger(), Observer: obs,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	runWorker(t, w, func() bool {
+	runWorker(t, db.DB, r, cfg, func() bool {
 		s := statsOf(t, db)
 		return s.Pending == 0 && s.Processing == 0 && s.Failed == 1
 	})
@@ -212,7 +250,7 @@ func TestWorkerStuckSeen(t *testing.T) {
 	obs := outboxprom.NewObserver()
 	var mu sync.Mutex
 	var incidents []incident.Incident
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{
+	cfg := outbox.Config{
 		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, DisableReclaim: true,
 		Logger: quietLogger(), Observer: obs,
 		Reporter: incident.Func(func(_ context.Context, in incident.Incident) {
@@ -220,11 +258,8 @@ func TestWorkerStuckSeen(t *testing.T) {
 			defer mu.Unlock()
 			incidents = append(incidents, in)
 		}),
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	runWorker(t, w, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
+	runWorker(t, db.DB, r, cfg, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(incidents) < 2 || incidents[0].Kind != incident.Stuck {
@@ -338,21 +373,35 @@ func TestStatsCollectorScrapeError(t *testing.T) {
 func TestWorkerHandoffMetrics(t *testing.T) {
 	t.Parallel()
 	db := testdb.Migrated(t)
+	const n = 5
+	handled := make(chan struct{}, n)
 	r := outbox.NewRouter()
-	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error {
+		select {
+		case handled <- struct{}{}:
+		default: // a call past n: the counters below tell
+		}
+		return nil
+	})
 	obs := outboxprom.NewObserver()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
 	// Claims once at start, then only when InTx wakes it for a message it did not take.
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger(), Observer: obs})
+	cfg := outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger(), Observer: obs}
+	polls := pollsOf(&cfg)
+	w, err := outbox.NewWorker(db.DB, r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	time.Sleep(200 * time.Millisecond) // past the first claim
-	const n = 5
+	timeout := time.After(30 * time.Second)
+	select { // past the first claim
+	case <-polls:
+	case <-timeout:
+		t.Fatal("the worker made no claim within 30s")
+	}
 	for i := 0; i < n; i++ {
 		if err := outbox.InTx(context.Background(), db.DB, func(tx *sql.Tx) error {
 			_, err := outbox.Enqueue(context.Background(), tx, outbox.Message{EventType: "welcome_email", Payload: json.RawMessage(`{}`)})
@@ -361,9 +410,12 @@ func TestWorkerHandoffMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s := statsOf(t, db); (s.Pending > 0 || s.Processing > 0) && time.Now().Before(deadline); s = statsOf(t, db) {
-		time.Sleep(20 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		select {
+		case <-handled:
+		case <-timeout:
+			t.Fatalf("%d of %d messages handled within 30s", i, n)
+		}
 	}
 	cancel()
 	if err := <-errc; err != nil {
