@@ -109,6 +109,9 @@ func TestInTxHandsOffToTheWorkerOfThisProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The handler runs in a goroutine of its own: on a loaded machine the next InTx could
+		// find all four slots still taken, and that message would wait for a claim.
+		waitQuiet(t, w)
 	}
 	testutil.Eventually(t, 10*time.Second, "every message SENT", func() bool {
 		return countRows(t, db, "status = 'SENT'") == n

@@ -173,44 +173,26 @@ func runWorker(t *testing.T, w worker, done func() bool) {
 	}
 }
 
-// worker is a Worker and the claims it reports (pollsOf).
+// worker is a Worker and the claims it reports (polls).
 type worker struct {
 	*outbox.Worker
-	polls <-chan struct{}
+	polls polls
 }
 
-// pollsOf makes cfg's Observer also report each claim (each poll of the worker) on the
-// returned channel, which holds one report and drops the rest until it is read.
-func pollsOf(cfg *outbox.Config) <-chan struct{} {
-	next := cfg.Observer
-	if next == nil {
-		next = outbox.NopObserver{}
-	}
-	p := pollObserver{Observer: next, polls: make(chan struct{}, 1)}
-	cfg.Observer = p
-	return p.polls
-}
+// polls is an Observer that reports each claim (each poll of the worker) and ignores the other
+// events; Instrument passes every event to it as well as to its own Observer. The channel
+// holds one report and drops the rest until it is read.
+type polls chan struct{}
 
-// pollObserver passes every event on to Observer and reports each claim on polls.
-type pollObserver struct {
-	outbox.Observer
-	polls chan struct{}
-}
-
-func (p pollObserver) Claimed(n int, d time.Duration) {
-	p.Observer.Claimed(n, d)
+func (p polls) Claimed(int, time.Duration) {
 	select {
-	case p.polls <- struct{}{}:
+	case p <- struct{}{}:
 	default:
 	}
 }
-
-// HandedOff passes the hand-offs on when Observer counts them.
-func (p pollObserver) HandedOff(n int) {
-	if h, ok := p.Observer.(outbox.HandoffObserver); ok {
-		h.HandedOff(n)
-	}
-}
+func (polls) Handled(string, outbox.Outcome, time.Duration) {}
+func (polls) Reclaimed(int64)                               {}
+func (polls) Stuck(int64)                                   {}
 
 func statsOf(t *testing.T, db *testdb.DB) outbox.Snapshot {
 	t.Helper()
@@ -238,18 +220,18 @@ func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkme
 	if mp == nil {
 		mp = sdkmetric.NewMeterProvider()
 	}
+	p := make(polls, 1)
 	cfg, err := outboxotel.Instrument(outbox.Config{
-		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger(),
+		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger(), Observer: p,
 	}, append([]outboxotel.Option{outboxotel.WithTracerProvider(tr.tp), outboxotel.WithMeterProvider(mp), outboxotel.WithPropagator(w3c)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	polls := pollsOf(&cfg)
 	w, err := outbox.NewWorker(db, r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return worker{w, polls}
+	return worker{w, p}
 }
 
 // metrics is a real SDK meter provider read by hand.

@@ -36,16 +36,13 @@ func enqueue(t *testing.T, db *testdb.DB, eventType string, opts ...outbox.Enque
 	return id
 }
 
-// runWorker runs a worker on db with r and cfg until done() holds, then stops it and waits for
-// Run to return. done is checked after each claim the worker reports to its Observer, so a
-// check follows every poll; it fails the test if done does not hold within 30s.
-func runWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, done func() bool) {
+// runWorker runs a worker on db with r and cfg, whose Observer is obs, until done() holds,
+// then stops it and waits for Run to return. done is checked after each claim the worker
+// reports to obs, so a check follows every poll; it fails the test if done does not hold
+// within 30s.
+func runWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, obs *outboxprom.Observer, done func() bool) {
 	t.Helper()
-	polls := pollsOf(&cfg)
-	w, err := outbox.NewWorker(db, r, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, polls := newWorker(t, db, r, cfg, obs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
@@ -66,36 +63,31 @@ func runWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, do
 	}
 }
 
-// pollsOf makes cfg's Observer also report each claim (each poll of the worker) on the
-// returned channel, which holds one report and drops the rest until it is read.
-func pollsOf(cfg *outbox.Config) <-chan struct{} {
-	next := cfg.Observer
-	if next == nil {
-		next = outbox.NopObserver{}
-	}
-	p := pollObserver{Observer: next, polls: make(chan struct{}, 1)}
+// newWorker builds a worker with obs as its Observer, through a wrapper that also reports each
+// claim (each poll of the worker) on the returned channel, which holds one report and drops
+// the rest until it is read.
+func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, obs *outboxprom.Observer) (*outbox.Worker, <-chan struct{}) {
+	t.Helper()
+	p := polled{obs, make(chan struct{}, 1)}
 	cfg.Observer = p
-	return p.polls
+	w, err := outbox.NewWorker(db, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, p.polls
 }
 
-// pollObserver passes every event on to Observer and reports each claim on polls.
-type pollObserver struct {
-	outbox.Observer
+// polled is obs that also reports each claim on polls.
+type polled struct {
+	*outboxprom.Observer
 	polls chan struct{}
 }
 
-func (p pollObserver) Claimed(n int, d time.Duration) {
+func (p polled) Claimed(n int, d time.Duration) {
 	p.Observer.Claimed(n, d)
 	select {
 	case p.polls <- struct{}{}:
 	default:
-	}
-}
-
-// HandedOff passes the hand-offs on when Observer counts them.
-func (p pollObserver) HandedOff(n int) {
-	if h, ok := p.Observer.(outbox.HandoffObserver); ok {
-		h.HandedOff(n)
 	}
 }
 
@@ -141,11 +133,8 @@ func TestWorkerMixMetrics(t *testing.T) {
 	obs := outboxprom.NewObserver()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs, outboxprom.NewStatsCollector(db))
-	cfg := outbox.Config{
-		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
-		Logger: quietLogger(), Observer: obs,
-	}
-	runWorker(t, db.DB, r, cfg, func() bool {
+	cfg := outbox.Config{PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger()}
+	runWorker(t, db.DB, r, cfg, obs, func() bool {
 		s := statsOf(t, db)
 		return s.Pending == 0 && s.Processing == 0 && s.Failed == 1
 	})
@@ -252,14 +241,14 @@ func TestWorkerStuckSeen(t *testing.T) {
 	var incidents []incident.Incident
 	cfg := outbox.Config{
 		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, DisableReclaim: true,
-		Logger: quietLogger(), Observer: obs,
+		Logger: quietLogger(),
 		Reporter: incident.Func(func(_ context.Context, in incident.Incident) {
 			mu.Lock()
 			defer mu.Unlock()
 			incidents = append(incidents, in)
 		}),
 	}
-	runWorker(t, db.DB, r, cfg, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
+	runWorker(t, db.DB, r, cfg, obs, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(incidents) < 2 || incidents[0].Kind != incident.Stuck {
@@ -387,12 +376,7 @@ func TestWorkerHandoffMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
 	// Claims once at start, then only when InTx wakes it for a message it did not take.
-	cfg := outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger(), Observer: obs}
-	polls := pollsOf(&cfg)
-	w, err := outbox.NewWorker(db.DB, r, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, polls := newWorker(t, db.DB, r, outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger()}, obs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
