@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -14,33 +15,33 @@ import (
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/incident"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// runJobUntil runs j with l in the background until done reports true (checked every few ms),
-// then stops RunJob and waits for it. It fails the test if done is not reached in 10s.
+// runJobUntil runs j with l in the background until done reports true, then stops RunJob and
+// waits for it. It fails the test if done is not reached in 10s.
 func runJobUntil(t *testing.T, l *Locker, j Job, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	res := make(chan error, 1)
 	go func() { res <- l.RunJob(ctx, j) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !done() {
+	defer func() {
+		cancel()
+		if t.Failed() {
+			t.Logf("job %q: stats %+v", j.Name, l.JobStats(j.Name))
+		}
+	}()
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("job %q to be done", j.Name), func() bool {
 		select {
 		case err := <-res:
 			t.Fatalf("RunJob returned %v before the test was done", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-res
-			t.Fatalf("job %q: gave up waiting; stats %+v", j.Name, l.JobStats(j.Name))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return done()
+	})
 	cancel()
 	if err := <-res; err != nil {
 		t.Fatalf("RunJob: %v", err)

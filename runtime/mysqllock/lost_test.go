@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -154,7 +153,6 @@ func TestSoftDeleteUniqueEmail(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						<-start
-						time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 						var err error
 						if noLock {
 							err = create(context.Background(), e)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // Helper processes: the test binary re-executes itself with these variables set, and
@@ -71,34 +71,33 @@ func mustJSON(s string, v any) {
 }
 
 // The start line: process start-up on a busy machine takes anything from milliseconds to
-// seconds, so helpers check in (helper_ready) and wait for the start time the parent writes
-// once all of them are there (helper_start), instead of trusting a fixed delay.
+// seconds, so helpers check in (helper_ready) and then wait at a row lock: the parent inserts
+// the row helper_start in a transaction it keeps open until all of them have checked in, and
+// its commit lets every waiting locking read through at once.
 const gateDDL1 = "CREATE TABLE helper_ready (id INT AUTO_INCREMENT PRIMARY KEY)"
-const gateDDL2 = "CREATE TABLE helper_start (start_ns BIGINT NOT NULL)"
+const gateDDL2 = "CREATE TABLE helper_start (id INT PRIMARY KEY)"
 
-// awaitStart is the helper's side of the start line: it returns the start time, after which
-// the helper sleeps until it.
+// awaitStart is the helper's side of the start line: it returns when the parent opens it, with
+// the time it did.
 func awaitStart(db *sql.DB) (time.Time, error) {
-	if _, err := db.Exec("INSERT INTO helper_ready () VALUES ()"); err != nil {
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var ns int64
-		err := db.QueryRow("SELECT start_ns FROM helper_start").Scan(&ns)
-		if err == nil {
-			start := time.Unix(0, ns)
-			time.Sleep(time.Until(start))
-			return start, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return time.Time{}, err
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, errors.New("no start time within 2 minutes")
-		}
-		time.Sleep(5 * time.Millisecond)
+	defer conn.Close()
+	// The parent waits up to 2 minutes for every helper to check in.
+	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 150"); err != nil {
+		return time.Time{}, err
 	}
+	if _, err := conn.ExecContext(ctx, "INSERT INTO helper_ready () VALUES ()"); err != nil {
+		return time.Time{}, err
+	}
+	var id int
+	if err := conn.QueryRowContext(ctx, "SELECT id FROM helper_start WHERE id = 1 LOCK IN SHARE MODE").Scan(&id); err != nil {
+		return time.Time{}, fmt.Errorf("wait at the start line: %w", err)
+	}
+	return time.Now(), nil
 }
 
 // runHelpers starts one helper process in mode per element of args, releases them together
@@ -107,6 +106,14 @@ func runHelpers[R any](t *testing.T, d *testdb.DB, mode string, args []any) []R 
 	t.Helper()
 	d.MustExec(t, gateDDL1)
 	d.MustExec(t, gateDDL2)
+	gate, err := d.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Rollback() //nolint:errcheck // committed below; Rollback after Commit is ErrTxDone
+	if _, err := gate.Exec("INSERT INTO helper_start VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
 	dsn := d.DSN
 	type proc struct {
 		cmd *exec.Cmd
@@ -127,21 +134,16 @@ func runHelpers[R any](t *testing.T, d *testdb.DB, mode string, args []any) []R 
 		}
 		procs[i] = p
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("all %d helpers to check in", len(procs)), func() bool {
 		var n int
 		if err := d.QueryRow("SELECT COUNT(*) FROM helper_ready").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == len(procs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d helpers checked in within 2 minutes", n, len(procs))
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n == len(procs)
+	})
+	if err := gate.Commit(); err != nil {
+		t.Fatal(err)
 	}
-	d.MustExec(t, "INSERT INTO helper_start VALUES (?)", time.Now().Add(100*time.Millisecond).UnixNano())
 	results := make([]R, len(procs))
 	for i, p := range procs {
 		err := p.cmd.Wait()
@@ -218,7 +220,6 @@ func helperCounter(db *sql.DB, a counterArgs) (counterResult, error) {
 				if ran {
 					break
 				}
-				time.Sleep(time.Millisecond)
 			}
 		default:
 			ran, err := l.Do(ctx, a.LockName, 30*time.Second, section)

@@ -21,3 +21,26 @@ func TestSinceReadsTheGivenClock(t *testing.T) {
 		t.Fatalf("since = %s, want 90s on the stub clock", got)
 	}
 }
+
+// aheadClock is the wall clock plus an offset a test moves forward: the worker reads as passed
+// a wait that never happened. Safe for concurrent use.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// clockAhead gives w an aheadClock; call it before start.
+func clockAhead(w *Worker) *aheadClock {
+	c := &aheadClock{}
+	w.clock = c
+	return c
+}
+
+func TestAheadClockAdvances(t *testing.T) {
+	c := &aheadClock{}
+	before := time.Now()
+	c.advance(time.Hour)
+	if got := c.Now().Sub(before); got < time.Hour {
+		t.Fatalf("an hour ahead, the clock read %s after the wall clock, want at least 1h", got)
+	}
+}

@@ -252,30 +252,43 @@ func TestHandlerHungPastTimeoutReportedAndSuccessCounts(t *testing.T) {
 
 // A prefetched row that waited so long for a slot that its handler could outlive the lease is
 // given back unhandled (PENDING, due now) rather than run where a reclaim could run it twice,
-// and gets its claim's attempt back: its first real delivery says Attempt 1.
+// and gets its claim's attempt back: its first real delivery says Attempt 1. The slow handler
+// holds the only slot until the rows behind it are claimed, then moves the worker's clock
+// ahead instead of taking the time: those rows read as having waited 900ms.
 func TestPrefetchedRowGivenBackBeforeLeaseRisk(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
 	c := newCalls()
 	var slow atomic.Bool
+	var clock *aheadClock
+	prefetched := make(chan struct{})
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(prefetched) }) }
 	r := NewRouter()
 	r.Handle("giveback", Policy{Timeout: 300 * time.Millisecond}, func(_ context.Context, p json.RawMessage, d Delivery) error {
 		c.add(d, p)
 		if slow.CompareAndSwap(true, false) {
-			time.Sleep(900 * time.Millisecond) // ignores its context: keeps the only slot
+			<-prefetched                          // ignores its context: keeps the only slot
+			clock.advance(900 * time.Millisecond) // for 900ms, as the worker reads it
 		}
 		return nil
 	})
 	in := &incidents{}
 	logs := &logRecords{}
 	w := newTestWorker(t, db.DB, r, Config{Concurrency: 1, BatchSize: 20, StaleAfter: time.Second, Reporter: in, Logger: slog.New(logs)})
+	clock = clockAhead(w)
 	start(t, w)
 	// Teach the worker that handlers are fast, so the next claim prefetches.
 	warm := enqueueN(t, db.DB, "giveback", 30)
 	testutil.Eventually(t, 10*time.Second, "warm-up SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm) })
 	slow.Store(true)
+	t.Cleanup(letGo)
 	ids := enqueueN(t, db.DB, "giveback", 6)
 	w.Wake()
+	testutil.Eventually(t, 10*time.Second, "every row claimed while the slow handler holds the slot", func() bool {
+		return countRows(t, db, "status='PROCESSING'") == len(ids)
+	})
+	letGo()
 	testutil.Eventually(t, 15*time.Second, "all SENT", func() bool { return countRows(t, db, "status='SENT'") == len(warm)+len(ids) })
 	for _, id := range ids {
 		if n := c.of(id); n != 1 {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // ormPool is an ORM's handle outside a transaction, shaped as GORM's PrepareStmt pool: it can
@@ -175,7 +177,7 @@ func TestStandaloneOrderedEnqueueUnderDeadlinesIsAtomic(t *testing.T) {
 		return nil
 	})
 	stop := start(t, newTestWorker(t, d.DB, r, Config{Concurrency: 8}))
-	waitFor(t, time.Minute, "every committed message sent", func() bool { return countRows(t, d, "status = 'SENT'") == rows })
+	testutil.Eventually(t, time.Minute, "every committed message sent", func() bool { return countRows(t, d, "status = 'SENT'") == rows })
 	stop()
 	if c.total() != rows {
 		t.Errorf("%d handler calls for %d messages, want one each", c.total(), rows)

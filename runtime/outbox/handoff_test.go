@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // statusIn reads a row's status and claim token on tx (the uncommitted view of InTx's fn).
@@ -55,12 +57,24 @@ func idleWorkerConfig(c Config) Config {
 func waitIdle(t *testing.T, w *Worker) int64 {
 	t.Helper()
 	// The first claim has ended and reserves no slot: a handoff now finds the worker idle.
-	waitFor(t, 10*time.Second, "the first claim to end", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.claims.Load() >= 1 && w.claiming == 0 && w.free == w.cfg.Concurrency
+	testutil.Eventually(t, 10*time.Second, "the first claim to end", func() bool {
+		return w.claims.Load() >= 1 && w.quiet()
 	})
 	return w.claims.Load()
+}
+
+// waitQuiet waits until no claim runs and no handler holds a slot: every delivery that has
+// begun has been recorded, and a later one needs a row that is not SENT yet.
+func waitQuiet(t *testing.T, w *Worker) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "no claim running and every slot free", w.quiet)
+}
+
+// quiet says no claim runs and every dispatch slot is free.
+func (w *Worker) quiet() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.claiming == 0 && w.free == w.cfg.Concurrency
 }
 
 // A message enqueued in InTx is written claimed by the worker of this process and handled after
@@ -95,8 +109,11 @@ func TestInTxHandsOffToTheWorkerOfThisProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The handler runs in a goroutine of its own: on a loaded machine the next InTx could
+		// find all four slots still taken, and that message would wait for a claim.
+		waitQuiet(t, w)
 	}
-	waitFor(t, 10*time.Second, "every message SENT", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every message SENT", func() bool {
 		return countRows(t, db, "status = 'SENT'") == n
 	})
 	if c := w.claims.Load(); c != claims {
@@ -178,7 +195,7 @@ func TestInTxHandsOffOnlyWhatTheWorkerCanRunNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the three welcome messages SENT", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the three welcome messages SENT", func() bool {
 		return statusOf(t, db, ordered) == "SENT" && statusOf(t, db, delayed) == "SENT" && statusOf(t, db, plain) == "SENT"
 	})
 	if st := statusOf(t, db, other); st != "PENDING" {
@@ -218,9 +235,8 @@ func TestInTxHandoffRollbackAndBusyWorker(t *testing.T) {
 			t.Fatalf("InTx = %v, want boom", err)
 		}
 	}
-	if f := w.freeSlots(); f != 1 {
-		t.Fatalf("free slots after 3 rollbacks: %d, want 1", f)
-	}
+	// The slot comes back; a poll's claim may hold it for a moment, so this waits for both.
+	waitQuiet(t, w)
 	if n := countRows(t, db, "1=1"); n != 0 {
 		t.Fatalf("%d rows after rollbacks, want 0", n)
 	}
@@ -243,7 +259,7 @@ func TestInTxHandoffRollbackAndBusyWorker(t *testing.T) {
 		}
 	}
 	close(release)
-	waitFor(t, 10*time.Second, "both SENT", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both SENT", func() bool {
 		return statusOf(t, db, first) == "SENT" && statusOf(t, db, second) == "SENT"
 	})
 	if n := len(got.list()); n != 2 {
@@ -287,7 +303,7 @@ func TestInTxHandoffWorkerStoppedBeforeCommit(t *testing.T) {
 	}
 	w2 := newTestWorker(t, db.DB, r, Config{})
 	start(t, w2)
-	waitFor(t, 10*time.Second, "SENT by the next worker", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT by the next worker", func() bool { return statusOf(t, db, id) == "SENT" })
 	if l := got.list(); len(l) != 1 || l[0].Attempt != 1 {
 		t.Errorf("deliveries %+v, want one, attempt 1", l)
 	}
@@ -317,11 +333,10 @@ func TestInTxHandoffWhenFnCommitsItself(t *testing.T) {
 	if !errors.Is(err, ErrTxEnded) {
 		t.Fatalf("InTx = %v, want ErrTxEnded", err)
 	}
-	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	// The wake after ErrTxEnded starts a claim, which reserves slots while it runs (free is
 	// negative then): what must hold is that every slot comes back once it is done.
-	waitFor(t, 10*time.Second, "every slot free", func() bool { return w.freeSlots() == DefaultConcurrency })
-	time.Sleep(50 * time.Millisecond)
+	waitQuiet(t, w)
 	if l := got.list(); len(l) != 1 || l[0].Attempt != 1 {
 		t.Errorf("deliveries %+v, want exactly one, attempt 1", l)
 	}
@@ -329,7 +344,8 @@ func TestInTxHandoffWhenFnCommitsItself(t *testing.T) {
 
 // A transaction that stays open so long that the handler could outlive the lease that began at
 // the INSERT: the handler does not run on the stale handoff; the row is given back and claimed
-// with a fresh lease, and delivered once.
+// with a fresh lease, and delivered once. The worker's clock moves ahead inside the
+// transaction, so the transaction lasts long for the worker without the test waiting.
 func TestInTxHandoffSlowTransactionGivesBack(t *testing.T) {
 	t.Parallel()
 	db := migrated(t)
@@ -338,6 +354,7 @@ func TestInTxHandoffSlowTransactionGivesBack(t *testing.T) {
 	r := NewRouter()
 	r.Handle("welcome", Policy{Timeout: 200 * time.Millisecond}, got.handler)
 	w := newTestWorker(t, db.DB, r, Config{StaleAfter: time.Second, PollInterval: 50 * time.Millisecond})
+	clock := clockAhead(w)
 	start(t, w)
 	waitIdle(t, w)
 
@@ -350,14 +367,14 @@ func TestInTxHandoffSlowTransactionGivesBack(t *testing.T) {
 		}
 		_, tok := statusIn(t, tx, id)
 		token = tok.String
-		time.Sleep(900 * time.Millisecond) // + the 200ms timeout > the 1s lease
+		clock.advance(900 * time.Millisecond) // + the 200ms timeout > the 1s lease
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
-	time.Sleep(50 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	waitQuiet(t, w)
 	l := got.list()
 	if len(l) != 1 || l[0].Attempt != 1 || l[0].ClaimToken == token {
 		t.Errorf("deliveries %+v, want exactly one, attempt 1, under a claim other than the handoff's %s", l, token)
@@ -399,11 +416,11 @@ func TestInTxHandoffDuringAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT", func() bool { return statusOf(t, db, id) == "SENT" })
 	if c := w.claims.Load(); c != 1 {
 		t.Errorf("%d claims, want only the first", c)
 	}
-	waitFor(t, 5*time.Second, "all slots free", func() bool { return w.freeSlots() == 2 })
+	testutil.Eventually(t, 5*time.Second, "all slots free", func() bool { return w.freeSlots() == 2 })
 }
 
 // A handed-off row whose worker never ran it and could not give it back (the process died, here
@@ -438,7 +455,7 @@ func TestInTxHandoffNeverRunIsReclaimed(t *testing.T) {
 	}
 	b := newTestWorker(t, d.DB, r, Config{StaleAfter: time.Second, ReclaimInterval: 100 * time.Millisecond, PollInterval: 50 * time.Millisecond})
 	start(t, b)
-	waitFor(t, 15*time.Second, "SENT after the reclaim", func() bool { return statusOf(t, d, id) == "SENT" })
+	testutil.Eventually(t, 15*time.Second, "SENT after the reclaim", func() bool { return statusOf(t, d, id) == "SENT" })
 	if l := got.list(); len(l) != 1 || l[0].Attempt != 2 {
 		t.Errorf("deliveries %+v, want exactly one, attempt 2 (the handoff's claim counted)", l)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // Headers are stored with the row, delivered in Delivery.Headers, shown by Inspect, and survive
@@ -48,11 +50,11 @@ func TestHeadersTravelWithTheMessage(t *testing.T) {
 		return nil
 	})
 	stop := start(t, newTestWorker(t, db.DB, r, Config{}))
-	waitFor(t, 10*time.Second, "FAILED after one attempt", func() bool { return statusOf(t, db, id) == "FAILED" })
+	testutil.Eventually(t, 10*time.Second, "FAILED after one attempt", func() bool { return statusOf(t, db, id) == "FAILED" })
 	if n, err := Retry(ctx, db, Filter{IDs: []MessageID{id}}); err != nil || n != 1 {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "SENT after Retry", func() bool { return statusOf(t, db, id) == "SENT" })
+	testutil.Eventually(t, 10*time.Second, "SENT after Retry", func() bool { return statusOf(t, db, id) == "SENT" })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -168,7 +170,7 @@ func TestEnqueueHookAndMiddleware(t *testing.T) {
 		return Permanent(errors.New("no"))
 	})
 	stop := start(t, newTestWorker(t, db.DB, r, Config{Middleware: []Middleware{mw("outer"), mw("inner")}}))
-	waitFor(t, 10*time.Second, "FAILED", func() bool { return statusOf(t, db, id) == "FAILED" })
+	testutil.Eventually(t, 10*time.Second, "FAILED", func() bool { return statusOf(t, db, id) == "FAILED" })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -208,7 +210,7 @@ func TestMiddlewareWrapsOncePerEventType(t *testing.T) {
 	enqueueN(t, db.DB, "a", 20)
 	enqueueN(t, db.DB, "b", 20)
 	stop := start(t, w)
-	waitFor(t, 10*time.Second, "40 handler calls", func() bool { return calls.Load() == 40 })
+	testutil.Eventually(t, 10*time.Second, "40 handler calls", func() bool { return calls.Load() == 40 })
 	stop()
 	if n := wraps.Load(); n != 2 {
 		t.Errorf("after 40 handler calls the middleware wrapped %d times, want still 2", n)

@@ -384,6 +384,9 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 		if gather != nil {
 			gatherC = gather.C
 		}
+		if gatherC == nil {
+			w.testSignals.waitingSlots.Signal(struct{}{})
+		}
 		select {
 		case <-ctx.Done():
 			return 0

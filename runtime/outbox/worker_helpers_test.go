@@ -75,12 +75,6 @@ func start(t testing.TB, w *Worker) (stop func()) {
 	return stop
 }
 
-// waitFor is testutil.Eventually, for the tests written against this name.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, timeout, what, cond)
-}
-
 // incidents records reported incidents.
 type incidents struct {
 	mu  sync.Mutex

@@ -51,10 +51,13 @@ func TestClaimNeverExceedsFreeSlots(t *testing.T) {
 		return nil
 	})
 	w := newTestWorker(t, db.DB, r, Config{Concurrency: 2, BatchSize: 100, Observer: obs})
+	sig := signals(t, w)
 	enqueueN(t, db.DB, "slots", 10)
 	start(t, w)
 	testutil.Eventually(t, 5*time.Second, "two handlers running", func() bool { return running.Load() == 2 })
-	time.Sleep(100 * time.Millisecond) // several polls with no free slot
+	// The claim loop waits for a slot instead of claiming: nothing more is claimed until a
+	// handler ends.
+	sig.waitingSlots.WaitOrTimeout()
 	if n := countRows(t, db, "status='PROCESSING'"); n != 2 {
 		t.Fatalf("%d rows PROCESSING with 2 dispatch slots busy, want 2: a claim must not take more rows than free slots", n)
 	}

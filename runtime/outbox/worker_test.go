@@ -109,7 +109,6 @@ func TestTwoWorkersDrain3000ExactlyOnce(t *testing.T) {
 			count[d.MessageID]++
 			byWorker[worker]++
 			mu.Unlock()
-			time.Sleep(100 * time.Microsecond) // widen the window an overlap would need
 			mu.Lock()
 			delete(active, d.MessageID)
 			mu.Unlock()
@@ -424,6 +423,7 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 	r := NewRouter()
 	r.Handle("outage", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
 	w := newTestWorker(t, db, r, Config{Logger: slog.New(logs), ReclaimInterval: 50 * time.Millisecond})
+	sig := signals(t, w)
 
 	claims := inj.Add(faultdriver.Rule{Match: `name: MessageClaim`, Err: errors.New("injected: connection refused")})
 	down := inj.Add(faultdriver.Rule{Match: `.`, Err: errors.New("injected: connection refused")})
@@ -436,21 +436,29 @@ func TestRunSurvivesDatabaseOutage(t *testing.T) {
 		got := strings.Join(logs.errorLines(), "|")
 		return strings.Contains(got, "outbox claim failed") && strings.Contains(got, "outbox reclaim failed") && strings.Contains(got, "outbox stuck watch failed")
 	})
+
+	// An outage is logged once per loop and state change, and the claim loop backs off: after
+	// a failed claim it waits twice its idle wait, then four times, where it would wait once
+	// without the backoff. The first claim seen may have begun before the clear.
+	sig.claimed.Clear()
+	sig.claimed.WaitOrTimeout()
+	began := time.Now()
+	for range 2 {
+		if got := sig.claimed.WaitOrTimeout(); got != 0 {
+			t.Fatalf("a claim took %d rows while the database was down", got)
+		}
+	}
+	idle := w.cfg.MinPollInterval
+	if took := time.Since(began); took < 2*idle+4*idle {
+		t.Errorf("two failing claims took %s, want at least %s: the claim loop must back off", took, 6*idle)
+	}
 	select {
 	case err := <-errc:
 		t.Fatalf("Run returned %v while the database was down, want it to keep going", err)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	if n := countRows(t, d, "status='PENDING'"); n != len(ids) {
 		t.Fatalf("%d PENDING rows while the database was down, want %d", n, len(ids))
-	}
-
-	// An outage is logged once per loop and state change, and the claim loop backs off: with a
-	// 20 ms PollInterval, a second of outage is about 50 claims without backoff, under 10 with.
-	hits := claims.Hits()
-	time.Sleep(time.Second)
-	if n := claims.Hits() - hits; n > 10 {
-		t.Errorf("%d failing claims in a second of outage, want the claim loop to back off", n)
 	}
 	for _, msg := range []string{"outbox claim failed", "outbox reclaim failed", "outbox stuck watch failed"} {
 		if n := logs.count(msg); n != 1 {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // The registry answers for one *sql.DB at a time: waking or handing off on one pool reaches
@@ -99,7 +101,7 @@ func TestTwoDatabasesInOneProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "both messages SENT on A", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both messages SENT on A", func() bool {
 		return countRows(t, a.db, "status = 'SENT'") == 2
 	})
 	if n := len(a.got.list()); n != 2 {

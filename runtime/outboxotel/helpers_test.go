@@ -148,27 +148,51 @@ func enqueueMsg(t *testing.T, ctx context.Context, db *sql.DB, m outbox.Message,
 	return id
 }
 
-// runWorker runs w until done() holds (checked every 20ms) or 30s pass, then stops it and
-// waits for Run to return.
-func runWorker(t *testing.T, w *outbox.Worker, done func() bool) {
+// runWorker runs w until done() holds, then stops it and waits for Run to return. done is
+// checked after each claim the worker reports to its Observer, so a check follows every poll;
+// it fails the test if done does not hold within 30s.
+func runWorker(t *testing.T, w worker, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	for !done() {
-		if time.Now().After(deadline) {
+		select {
+		case <-w.polls:
+		case <-timeout.C:
 			cancel()
 			<-errc
 			t.Fatal("the worker did not finish within 30s")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// worker is a Worker and the claims it reports (polls).
+type worker struct {
+	*outbox.Worker
+	polls polls
+}
+
+// polls is an Observer that reports each claim (each poll of the worker) and ignores the other
+// events; Instrument passes every event to it as well as to its own Observer. The channel
+// holds one report and drops the rest until it is read.
+type polls chan struct{}
+
+func (p polls) Claimed(int, time.Duration) {
+	select {
+	case p <- struct{}{}:
+	default:
+	}
+}
+func (polls) Handled(string, outbox.Outcome, time.Duration) {}
+func (polls) Reclaimed(int64)                               {}
+func (polls) Stuck(int64)                                   {}
 
 func statsOf(t *testing.T, db *testdb.DB) outbox.Snapshot {
 	t.Helper()
@@ -191,13 +215,14 @@ func drained(t *testing.T, db *testdb.DB, failed int64) func() bool {
 var fast = outbox.Policy{Backoff: outbox.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}
 
 // newWorker builds a worker on db wired by outboxotel.Instrument with tr and mp.
-func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkmetric.MeterProvider, opts ...outboxotel.Option) *outbox.Worker {
+func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkmetric.MeterProvider, opts ...outboxotel.Option) worker {
 	t.Helper()
 	if mp == nil {
 		mp = sdkmetric.NewMeterProvider()
 	}
+	p := make(polls, 1)
 	cfg, err := outboxotel.Instrument(outbox.Config{
-		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger(),
+		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger(), Observer: p,
 	}, append([]outboxotel.Option{outboxotel.WithTracerProvider(tr.tp), outboxotel.WithMeterProvider(mp), outboxotel.WithPropagator(w3c)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +231,7 @@ func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, tr tracing, mp *sdkme
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return worker{w, p}
 }
 
 // metrics is a real SDK meter provider read by hand.

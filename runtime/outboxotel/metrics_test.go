@@ -208,9 +208,10 @@ func TestWorkerStuckSeen(t *testing.T) {
 	r := outbox.NewRouter()
 	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
 	m := newMetrics(t)
+	p := make(polls, 1)
 	cfg, err := outboxotel.Instrument(outbox.Config{
 		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, DisableReclaim: true,
-		Logger: quietLogger(),
+		Logger: quietLogger(), Observer: p,
 	}, outboxotel.WithMeterProvider(m.mp), outboxotel.WithTracerProvider(newTracing(t).tp))
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ func TestWorkerStuckSeen(t *testing.T) {
 		v, _ := point(m.mustCollect(t)["outboxgen.stuck_seen.messages"], nil)
 		return v
 	}
-	runWorker(t, w, func() bool { return stuck() >= 2 })
+	runWorker(t, worker{w, p}, func() bool { return stuck() >= 2 })
 	if v := stuck(); v < 2 {
 		t.Errorf("outboxgen.stuck_seen.messages = %v, want >= 2", v)
 	}

@@ -88,14 +88,8 @@ func TestStatsCollectorHeldKeyHead(t *testing.T) {
 		}
 		return nil
 	})
-	newWorker := func() *outbox.Worker {
-		w, err := outbox.NewWorker(db.DB, r, outbox.Config{PollInterval: 20 * time.Millisecond, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	runWorker(t, newWorker(), func() bool { return inspect(t, db, head).Status == outbox.StatusFailed })
+	cfg := outbox.Config{PollInterval: 20 * time.Millisecond, Logger: quietLogger()}
+	runWorker(t, db.DB, r, cfg, outboxprom.NewObserver(), func() bool { return inspect(t, db, head).Status == outbox.StatusFailed })
 	if st := inspect(t, db, next).Status; st != outbox.StatusPending {
 		t.Fatalf("message %d behind the FAILED head is %s, want PENDING (held)", next, st)
 	}
@@ -120,7 +114,7 @@ func TestStatsCollectorHeldKeyHead(t *testing.T) {
 	if n, err := outbox.Retry(ctx, db, outbox.Filter{IDs: []outbox.MessageID{head}}); err != nil || n != 1 {
 		t.Fatalf("Retry = %d, %v; want 1", n, err)
 	}
-	runWorker(t, newWorker(), func() bool { return inspect(t, db, next).Status == outbox.StatusSent })
+	runWorker(t, db.DB, r, cfg, outboxprom.NewObserver(), func() bool { return inspect(t, db, next).Status == outbox.StatusSent })
 	heads, _, held, oldest = heldGauges(t, reg)
 	if held != 0 || oldest != 0 || len(heads) != 0 {
 		t.Errorf("after Retry and drain: held_ordering_keys %v, oldest_held_age %v, head ids %v; want 0, 0 and no series", held, oldest, heads)

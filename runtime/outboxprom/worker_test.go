@@ -36,25 +36,58 @@ func enqueue(t *testing.T, db *testdb.DB, eventType string, opts ...outbox.Enque
 	return id
 }
 
-// runWorker runs w until done() holds (checked every 20ms) or 30s pass, then stops it and
-// waits for Run to return.
-func runWorker(t *testing.T, w *outbox.Worker, done func() bool) {
+// runWorker runs a worker on db with r and cfg, whose Observer is obs, until done() holds,
+// then stops it and waits for Run to return. done is checked after each claim the worker
+// reports to obs, so a check follows every poll; it fails the test if done does not hold
+// within 30s.
+func runWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, obs *outboxprom.Observer, done func() bool) {
 	t.Helper()
+	w, polls := newWorker(t, db, r, cfg, obs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	for !done() {
-		if time.Now().After(deadline) {
+		select {
+		case <-polls:
+		case <-timeout.C:
 			cancel()
 			<-errc
 			t.Fatal("the worker did not finish the scripted mix within 30s")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// newWorker builds a worker with obs as its Observer, through a wrapper that also reports each
+// claim (each poll of the worker) on the returned channel, which holds one report and drops
+// the rest until it is read.
+func newWorker(t *testing.T, db *sql.DB, r *outbox.Router, cfg outbox.Config, obs *outboxprom.Observer) (*outbox.Worker, <-chan struct{}) {
+	t.Helper()
+	p := polled{obs, make(chan struct{}, 1)}
+	cfg.Observer = p
+	w, err := outbox.NewWorker(db, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, p.polls
+}
+
+// polled is obs that also reports each claim on polls.
+type polled struct {
+	*outboxprom.Observer
+	polls chan struct{}
+}
+
+func (p polled) Claimed(n int, d time.Duration) {
+	p.Observer.Claimed(n, d)
+	select {
+	case p.polls <- struct{}{}:
+	default:
 	}
 }
 
@@ -100,14 +133,8 @@ func TestWorkerMixMetrics(t *testing.T) {
 	obs := outboxprom.NewObserver()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs, outboxprom.NewStatsCollector(db))
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{
-		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond,
-		Logger: quietLogger(), Observer: obs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWorker(t, w, func() bool {
+	cfg := outbox.Config{PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, Logger: quietLogger()}
+	runWorker(t, db.DB, r, cfg, obs, func() bool {
 		s := statsOf(t, db)
 		return s.Pending == 0 && s.Processing == 0 && s.Failed == 1
 	})
@@ -212,19 +239,16 @@ func TestWorkerStuckSeen(t *testing.T) {
 	obs := outboxprom.NewObserver()
 	var mu sync.Mutex
 	var incidents []incident.Incident
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{
+	cfg := outbox.Config{
 		PollInterval: 20 * time.Millisecond, ReclaimInterval: 20 * time.Millisecond, DisableReclaim: true,
-		Logger: quietLogger(), Observer: obs,
+		Logger: quietLogger(),
 		Reporter: incident.Func(func(_ context.Context, in incident.Incident) {
 			mu.Lock()
 			defer mu.Unlock()
 			incidents = append(incidents, in)
 		}),
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	runWorker(t, w, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
+	runWorker(t, db.DB, r, cfg, obs, func() bool { return testutil.ToFloat64(obsStuck(obs)) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(incidents) < 2 || incidents[0].Kind != incident.Stuck {
@@ -338,21 +362,30 @@ func TestStatsCollectorScrapeError(t *testing.T) {
 func TestWorkerHandoffMetrics(t *testing.T) {
 	t.Parallel()
 	db := testdb.Migrated(t)
+	const n = 5
+	handled := make(chan struct{}, n)
 	r := outbox.NewRouter()
-	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
+	r.Handle("welcome_email", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error {
+		select {
+		case handled <- struct{}{}:
+		default: // a call past n: the counters below tell
+		}
+		return nil
+	})
 	obs := outboxprom.NewObserver()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
 	// Claims once at start, then only when InTx wakes it for a message it did not take.
-	w, err := outbox.NewWorker(db.DB, r, outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger(), Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, polls := newWorker(t, db.DB, r, outbox.Config{PollInterval: time.Hour, MinPollInterval: time.Hour, Logger: quietLogger()}, obs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()
-	time.Sleep(200 * time.Millisecond) // past the first claim
-	const n = 5
+	timeout := time.After(30 * time.Second)
+	select { // past the first claim
+	case <-polls:
+	case <-timeout:
+		t.Fatal("the worker made no claim within 30s")
+	}
 	for i := 0; i < n; i++ {
 		if err := outbox.InTx(context.Background(), db.DB, func(tx *sql.Tx) error {
 			_, err := outbox.Enqueue(context.Background(), tx, outbox.Message{EventType: "welcome_email", Payload: json.RawMessage(`{}`)})
@@ -361,9 +394,12 @@ func TestWorkerHandoffMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s := statsOf(t, db); (s.Pending > 0 || s.Processing > 0) && time.Now().Before(deadline); s = statsOf(t, db) {
-		time.Sleep(20 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		select {
+		case <-handled:
+		case <-timeout:
+			t.Fatalf("%d of %d messages handled within 30s", i, n)
+		}
 	}
 	cancel()
 	if err := <-errc; err != nil {

@@ -96,7 +96,7 @@ func TestConsoleInChromium(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return nil
 	})
-	startWorker(t, db, welcome, 4)
+	welcomePolls := startWorker(t, db, welcome, 4)
 
 	// The message the on-call person will retry: failed for good, with HTML in its error and a
 	// payload that tries to close the page's script.
@@ -131,6 +131,7 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// Ten seconds of traffic, a message every 100ms, 4 at a time from the 2nd to the 5th second:
 	// 40/s against a worker that delivers 20/s.
+	traffic := time.NewTicker(100 * time.Millisecond)
 	for tick := 0; tick < 100; tick++ {
 		n := 1
 		if tick >= 10 && tick < 50 {
@@ -139,11 +140,14 @@ func TestConsoleInChromium(t *testing.T) {
 		for j := 0; j < n; j++ {
 			enqueue(t, db, "welcome_email", fmt.Sprintf(`{"company_id":%d}`, tick*10+j))
 		}
-		time.Sleep(100 * time.Millisecond)
+		<-traffic.C
 	}
-	// Wait until the worker has delivered the bursts: the numbers then hold still.
+	traffic.Stop()
+	// Wait until the worker has delivered the bursts: the numbers then hold still. Checked after
+	// each claim of the worker.
 	var snap outbox.Snapshot
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	drainBy := time.After(60 * time.Second)
+	for {
 		var err error
 		if snap, err = outbox.Stats(bg, db); err != nil {
 			t.Fatal(err)
@@ -151,11 +155,12 @@ func TestConsoleInChromium(t *testing.T) {
 		if tc := snap.ByType["welcome_email"]; tc.Pending+tc.Processing == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-welcomePolls:
+		case <-drainBy:
 			t.Fatalf("the welcome_email worker did not deliver the bursts within 60s: %+v", snap.ByType)
 		}
 	}
-	time.Sleep(1200 * time.Millisecond) // two more samples after the last delivery
 
 	var dialogs atomic.Int32
 	if err := chromedp.Listen(ctx, func(ev any) {
@@ -170,8 +175,12 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 1. The overview: the numbers are Stats's.
+	// 1. The overview: the numbers are Stats's. The page refreshes itself until its chart has two
+	// samples after the last delivery: nothing delivered between them.
 	do(t, ctx, "open the overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#by-type")))
+	do(t, ctx, "wait for the chart to show the bursts delivered",
+		chromedp.WaitReady(chromedp.Search(`//*[local-name()="title" and contains(., "delivered 0/min")]`)),
+		chromedp.WaitVisible(chromedp.CSS("#by-type")))
 	var totals [6]string
 	for i, id := range []string{"pending", "due", "processing", "stale", "stuck", "failed"} {
 		totals[i] = text(t, ctx, "#total-"+id)
@@ -219,19 +228,8 @@ func TestConsoleInChromium(t *testing.T) {
 	billing := outbox.NewRouter()
 	billing.Handle("payment_failed", outbox.Policy{}, func(context.Context, json.RawMessage, outbox.Delivery) error { return nil })
 	startWorker(t, db, billing, 0)
-	deadline := time.Now().Add(60 * time.Second)
-	for status != "SENT" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the message page still says %q 60s after a worker started; want SENT", status)
-		}
-		time.Sleep(500 * time.Millisecond)
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS("#status")))
-		cancel()
-		if err == nil { // else the page was reloading: read again
-			status = s
-		}
-	}
+	do(t, ctx, "wait for the message page to refresh itself to SENT",
+		chromedp.WaitVisible(chromedp.Search(`//*[@id="status" and normalize-space(.)="SENT"]`)))
 	shot(t, ctx, "message-sent.png", false)
 	if n := dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialog(s) opened: text from the database ran as script", n)
@@ -275,11 +273,14 @@ func enqueue(t *testing.T, db *testdb.DB, eventType, payload string) {
 	}
 }
 
-// startWorker runs a worker until the test ends.
-func startWorker(t *testing.T, db *testdb.DB, r *outbox.Router, concurrency int) {
+// startWorker runs a worker until the test ends. Each claim it makes (each poll) is reported
+// on the returned channel, which holds one report and drops the rest until it is read.
+func startWorker(t *testing.T, db *testdb.DB, r *outbox.Router, concurrency int) <-chan struct{} {
 	t.Helper()
+	polls := make(chan struct{}, 1)
 	w, err := outbox.NewWorker(db.DB, r, outbox.Config{PollInterval: 200 * time.Millisecond, Concurrency: concurrency,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Observer: pollObserver{polls: polls}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +293,20 @@ func startWorker(t *testing.T, db *testdb.DB, r *outbox.Router, concurrency int)
 			t.Errorf("worker: %v", err)
 		}
 	})
+	return polls
+}
+
+// pollObserver reports each claim on polls.
+type pollObserver struct {
+	outbox.NopObserver
+	polls chan struct{}
+}
+
+func (p pollObserver) Claimed(int, time.Duration) {
+	select {
+	case p.polls <- struct{}{}:
+	default:
+	}
 }
 
 // shot saves a full-page screenshot as a test artifact (and, with -docs, as docs/console.png).
