@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outboxgen/outboxgen/internal/testdb"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 func mustZone(t *testing.T, name string) *time.Location {
@@ -121,7 +122,7 @@ func TestDSNZoneOfOffsetZeroIsAccepted(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("not delivered within 30s")
 			}
-			waitFor(t, 10*time.Second, "message SENT", func() bool {
+			testutil.Eventually(t, 10*time.Second, "message SENT", func() bool {
 				rec, err := Inspect(ctx, db, id)
 				return err == nil && rec.Status == StatusSent
 			})
