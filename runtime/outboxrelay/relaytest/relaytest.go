@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/examples/events"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 	"github.com/outboxgen/outboxgen/runtime/outboxrelay"
 	"github.com/outboxgen/outboxgen/runtime/outboxtest/testdb"
@@ -140,16 +141,10 @@ func (db *DB) WaitDrained(t testing.TB, d time.Duration) {
 	}
 }
 
-// WaitFor polls cond every 20ms until it holds, or fails the test after d.
+// WaitFor checks cond now and then until it holds, or fails the test after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 // Worker is a worker started by StartWorker.
