@@ -348,24 +348,30 @@ func TestEnqueueManyOrderedKeepsInputOrderPerKey(t *testing.T) {
 		}
 		return ms
 	}
-	var wg sync.WaitGroup
-	calls := [2][]Message{build(false), build(true)}
-	var got [2][]MessageID
-	for c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
-				var err error
-				got[c], err = EnqueueMany(ctx, tx, calls[c])
-				return err
-			})
-			if err != nil {
-				t.Errorf("call %d: %v", c, err)
-			}
-		}()
+	// Rounds of four calls at once, two in each key order.
+	var calls [][]Message
+	var got [][]MessageID
+	for range 5 {
+		var wg sync.WaitGroup
+		base := len(calls)
+		for c := range 4 {
+			calls = append(calls, build(c%2 == 1))
+			got = append(got, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+					var err error
+					got[base+c], err = EnqueueMany(ctx, tx, calls[base+c])
+					return err
+				})
+				if err != nil {
+					t.Errorf("call %d: %v", base+c, err)
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if t.Failed() {
 		return
 	}
