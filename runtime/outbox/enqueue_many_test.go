@@ -516,3 +516,32 @@ func TestEnqueueManyHandsOffUnderInTx(t *testing.T) {
 		t.Errorf("%d handed off, want 4", h)
 	}
 }
+
+// Delay and Header apply to every message of the call, whatever chunk it goes in.
+func TestEnqueueManyAppliesOptionsToEvery(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	ms := manyMsgs(73) // chunks of 64, 8 and 1
+	ms[5].OrderingKey = "k"
+	before := dbNow(t, db)
+	var ids []MessageID
+	if err := InTx(ctx, db.DB, func(tx *sql.Tx) error {
+		var err error
+		ids, err = EnqueueMany(ctx, tx, ms, Delay(time.Hour), Header("trace", "t-1"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkManyRows(t, db, ms, ids)
+	for i, id := range ids {
+		var due time.Time
+		var hdr sql.NullString
+		if err := db.QueryRowContext(ctx, "SELECT next_attempt_at, headers FROM outbox_messages WHERE id = ?", int64(id)).Scan(&due, &hdr); err != nil {
+			t.Fatal(err)
+		}
+		if due.Before(before.Add(time.Hour)) || hdr.String != `{"trace":"t-1"}` {
+			t.Errorf("ms[%d]: due %v (enqueued after %v), headers %q; want an hour later and the header", i, due, before, hdr.String)
+		}
+	}
+}
