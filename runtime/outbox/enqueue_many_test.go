@@ -349,14 +349,16 @@ func TestEnqueueManyOrderedKeepsInputOrderPerKey(t *testing.T) {
 		return ms
 	}
 	// Rounds of four calls at once, two in each key order.
-	var calls [][]Message
-	var got [][]MessageID
-	for range 5 {
+	const rounds, perRound = 5, 4
+	calls := make([][]Message, rounds*perRound)
+	got := make([][]MessageID, len(calls))
+	for c := range calls {
+		calls[c] = build(c%2 == 1)
+	}
+	for round := range rounds {
 		var wg sync.WaitGroup
-		base := len(calls)
-		for c := range 4 {
-			calls = append(calls, build(c%2 == 1))
-			got = append(got, nil)
+		base := round * perRound
+		for c := range perRound {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
