@@ -547,3 +547,57 @@ func TestEnqueueManyAppliesOptionsToEvery(t *testing.T) {
 		}
 	}
 }
+
+// The read-back of ids (lock mode 2, MySQL's default) on every server, whatever its own lock
+// mode: each chunk's ids are found by the call's marker, in input order, while another session
+// inserts beside it.
+func TestEnqueueManyReadsIDsBack(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := Enqueue(ctx, db.DB, Message{EventType: "other", Payload: []byte(`{}`)}, Standalone()); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ms := manyMsgs(585)
+	marker := sql.NullString{String: manyMarkerPrefix + newToken()[:28], Valid: true}
+	var ids []MessageID
+	for start := 0; start < len(ms); {
+		rows := make([]manyRow, 0, len(ms)-start)
+		for _, m := range ms[start:] {
+			m.MaxAttempts = DefaultMaxAttempts
+			rows = append(rows, manyRow{m: m})
+		}
+		n := chunkSize(rows, 1<<20, func(manyRow) int { return 1 })
+		first, err := insertMessages(ctx, tx, rows[:n], enqueueOptions{}, true, marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := chunkIDs(ctx, tx, first, n, 1, marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+		start += n
+	}
+	checkManyRows(t, tx, ms, ids)
+}
