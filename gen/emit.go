@@ -64,6 +64,7 @@ func emitFileAt(m *file, v int) ([]byte, error) {
 			g.genSend(e)
 		} else {
 			g.genEnqueue(e)
+			g.genEnqueueMany(e)
 			g.genRegister(e)
 			g.genDecode(e)
 			g.genDecodeMethod(e)

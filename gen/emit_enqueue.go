@@ -8,20 +8,11 @@ import (
 
 // genEnqueue emits EnqueueX: validate, marshal, insert into the caller's transaction.
 func (g *emitter) genEnqueue(e *event) {
-	msg := []jen.Code{
-		jen.Line().Id("EventType").Op(":").Id("e").Dot("EventType").Call(),
-		jen.Line().Id("Payload").Op(":").Id("payload"),
-		jen.Line().Id("IdempotencyKey").Op(":").Id("e").Dot("IdempotencyKey").Call(),
-	}
-	if e.policy.maxAttempts > 0 {
-		msg = append(msg, jen.Line().Id("MaxAttempts").Op(":").Lit(e.policy.maxAttempts))
-	}
 	doc := fmt.Sprintf("Enqueue%s validates e and inserts it into outbox_messages on tx, the caller's\ntransaction: workers see it only after the caller commits, and it is gone if the caller\nrolls back. It never begins, commits or rolls back a transaction itself.", e.goName)
 	if len(e.orderingKey) > 0 {
-		msg = append(msg, jen.Line().Id("OrderingKey").Op(":").Id("e").Dot("OrderingKey").Call())
 		doc += "\n\nThe message takes its place in its key's order (see OrderingKey) when tx commits. Until tx ends, the key stays locked: another transaction enqueueing a message of the same key waits for this one to commit or roll back, which is what makes the order follow commit order. Keep the enqueue late in a short transaction, and take it and your own row locks in the same order on every code path, or two transactions can deadlock (docs/ordering.md in the outboxgen repository)."
 	}
-	msg = append(msg, jen.Line())
+	msg := messageFields(e)
 	g.comment(doc)
 	g.f.Func().Id("Enqueue"+e.goName).Params(
 		jen.Id("ctx").Qual("context", "Context"),
@@ -39,6 +30,23 @@ func (g *emitter) genEnqueue(e *event) {
 		jen.Return(jen.Qual(outboxPkg, "Enqueue").Call(jen.Id("ctx"), jen.Id("tx"), jen.Qual(outboxPkg, "Message").Values(msg...), jen.Id("opts").Op("..."))),
 	)
 	g.f.Line()
+}
+
+// messageFields are the fields of the outbox.Message that carries e, a payload value named e
+// whose JSON is in payload.
+func messageFields(e *event) []jen.Code {
+	msg := []jen.Code{
+		jen.Line().Id("EventType").Op(":").Id("e").Dot("EventType").Call(),
+		jen.Line().Id("Payload").Op(":").Id("payload"),
+		jen.Line().Id("IdempotencyKey").Op(":").Id("e").Dot("IdempotencyKey").Call(),
+	}
+	if e.policy.maxAttempts > 0 {
+		msg = append(msg, jen.Line().Id("MaxAttempts").Op(":").Lit(e.policy.maxAttempts))
+	}
+	if len(e.orderingKey) > 0 {
+		msg = append(msg, jen.Line().Id("OrderingKey").Op(":").Id("e").Dot("OrderingKey").Call())
+	}
+	return append(msg, jen.Line())
 }
 
 // genSend emits SendX for a direct event: the handler runs in-process, the database is never

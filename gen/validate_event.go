@@ -36,6 +36,7 @@ func (v *validator) event(e *eventDecl) {
 			v.claim("Send"+name, what+" (its Send function)", e.name.p)
 		} else {
 			v.claim("Enqueue"+name, what+" (its Enqueue function)", e.name.p)
+			v.claim("EnqueueMany"+name, what+" (its EnqueueMany function)", e.name.p)
 			v.claim("Register"+name, what+" (its Register function)", e.name.p)
 		}
 	}

@@ -139,6 +139,31 @@ func EnqueueWelcomeEmail(ctx context.Context, tx outbox.DBTX, e WelcomeEmail, op
 	}, opts...)
 }
 
+// EnqueueManyWelcomeEmail validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+func EnqueueManyWelcomeEmail(ctx context.Context, tx outbox.DBTX, es []WelcomeEmail, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: welcome_email: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
+}
+
 // RegisterWelcomeEmail routes "welcome_email" messages to h with the catalog's
 // max_attempts 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
 // rest). A payload that does not decode, lacks a field that is not optional, or holds an
@@ -271,6 +296,31 @@ func EnqueuePaymentFailed(ctx context.Context, tx outbox.DBTX, e PaymentFailed, 
 		IdempotencyKey: e.IdempotencyKey(),
 		MaxAttempts:    12,
 	}, opts...)
+}
+
+// EnqueueManyPaymentFailed validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+func EnqueueManyPaymentFailed(ctx context.Context, tx outbox.DBTX, es []PaymentFailed, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: payment_failed: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    12,
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
 }
 
 // RegisterPaymentFailed routes "payment_failed" messages to h with the catalog's
@@ -420,6 +470,35 @@ func EnqueueOrderPlaced(ctx context.Context, tx outbox.DBTX, e OrderPlaced, opts
 	}, opts...)
 }
 
+// EnqueueManyOrderPlaced validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+//
+// Messages of one key take their places in the key's order in the order of es. Until tx
+// ends, their keys stay locked, as EnqueueOrderPlaced says.
+func EnqueueManyOrderPlaced(ctx context.Context, tx outbox.DBTX, es []OrderPlaced, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: order_placed: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+			OrderingKey:    e.OrderingKey(),
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
+}
+
 // RegisterOrderPlaced routes "order_placed" messages to h with the catalog's max_attempts
 // 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the rest). A
 // payload that does not decode, lacks a field that is not optional, or holds an enum
@@ -566,6 +645,35 @@ func EnqueueOrderPaid(ctx context.Context, tx outbox.DBTX, e OrderPaid, opts ...
 		MaxAttempts:    10,
 		OrderingKey:    e.OrderingKey(),
 	}, opts...)
+}
+
+// EnqueueManyOrderPaid validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+//
+// Messages of one key take their places in the key's order in the order of es. Until tx
+// ends, their keys stay locked, as EnqueueOrderPaid says.
+func EnqueueManyOrderPaid(ctx context.Context, tx outbox.DBTX, es []OrderPaid, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: order_paid: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+			OrderingKey:    e.OrderingKey(),
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
 }
 
 // RegisterOrderPaid routes "order_paid" messages to h with the catalog's max_attempts 10,
@@ -728,6 +836,35 @@ func EnqueueOrderShipped(ctx context.Context, tx outbox.DBTX, e OrderShipped, op
 		MaxAttempts:    10,
 		OrderingKey:    e.OrderingKey(),
 	}, opts...)
+}
+
+// EnqueueManyOrderShipped validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+//
+// Messages of one key take their places in the key's order in the order of es. Until tx
+// ends, their keys stay locked, as EnqueueOrderShipped says.
+func EnqueueManyOrderShipped(ctx context.Context, tx outbox.DBTX, es []OrderShipped, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: order_shipped: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+			OrderingKey:    e.OrderingKey(),
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
 }
 
 // RegisterOrderShipped routes "order_shipped" messages to h with the catalog's

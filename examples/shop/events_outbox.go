@@ -121,6 +121,31 @@ func EnqueueOrderPlaced(ctx context.Context, tx outbox.DBTX, e OrderPlaced, opts
 	}, opts...)
 }
 
+// EnqueueManyOrderPlaced validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+func EnqueueManyOrderPlaced(ctx context.Context, tx outbox.DBTX, es []OrderPlaced, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: order_placed: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
+}
+
 // RegisterOrderPlaced routes "order_placed" messages to h with the catalog's max_attempts
 // 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the rest). A
 // payload that does not decode, lacks a field that is not optional, or holds an enum
@@ -229,6 +254,31 @@ func EnqueueRefundRequested(ctx context.Context, tx outbox.DBTX, e RefundRequest
 		IdempotencyKey: e.IdempotencyKey(),
 		MaxAttempts:    10,
 	}, opts...)
+}
+
+// EnqueueManyRefundRequested validates every element of es, then inserts them all into
+// outbox_messages on tx in a few multi-row statements (outbox.EnqueueMany), and returns
+// their ids in the order of es. An invalid element is an error naming it as es[i], and
+// then nothing is written. On the caller's transaction the messages commit or roll back
+// with it; for a backfill on a pool, pass outbox.Standalone().
+func EnqueueManyRefundRequested(ctx context.Context, tx outbox.DBTX, es []RefundRequested, opts ...outbox.EnqueueOption) ([]outbox.MessageID, error) {
+	ms := make([]outbox.Message, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("es[%d]: %w", i, err)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("es[%d]: refund_requested: encode payload: %w", i, err)
+		}
+		ms[i] = outbox.Message{
+			EventType:      e.EventType(),
+			Payload:        payload,
+			IdempotencyKey: e.IdempotencyKey(),
+			MaxAttempts:    10,
+		}
+	}
+	return outbox.EnqueueMany(ctx, tx, ms, opts...)
 }
 
 // RegisterRefundRequested routes "refund_requested" messages to h with the catalog's

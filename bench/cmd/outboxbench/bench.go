@@ -239,6 +239,17 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		}
 	}
 
+	// Backfill: L0's multi-row INSERTs and EnqueueMany share a row; one Enqueue per message
+	// has its own.
+	for _, c := range []struct {
+		sys system
+		way backfillWay
+	}{{limitSystem{}, backfillL0}, {oursSystem{}, backfillMany}, {oursSystem{}, backfillSingles}} {
+		one(keys("backfill"), backfillLabel(e.sz.BackfillN, c.way), c.sys, func() (result, error) {
+			return e.runBackfill(ctx, e.sz.BackfillN, c.way)
+		})
+	}
+
 	for _, sys := range consumers {
 		for _, n := range []int{e.sz.MemSmall, e.sz.MemLarge} {
 			one(keys("mem"), fmt.Sprintf("Memory peak RSS, backlog %d", n), sys, func() (result, error) { return e.runMemory(ctx, sys, n) })

@@ -44,7 +44,7 @@ type options struct {
 // adds outboxgen's W1 and W2 with ordering keys, otel W1 and W2 with
 // runtime/outboxotel wired; each also runs the plain outboxgen rows it is compared with (and
 // ordered L0's W1), interleaved in the same rounds.
-var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem", "ordered", "otel"}
+var workloadNames = []string{"w1", "w2", "w3", "w3x", "idle", "mem", "ordered", "otel", "backfill"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway server when none is given)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each reports the median")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes, 1 round: checks that everything runs and nothing is lost")
-	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem, ordered (W1 and W2 drains with ordering keys), otel (W1 and W2 with outboxotel wired)")
+	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem, ordered (W1 and W2 drains with ordering keys), otel (W1 and W2 with outboxotel wired), backfill (messages in one transaction: L0 multi-row INSERTs, EnqueueMany, one Enqueue each)")
 	systems := fs.String("systems", "L0,outboxgen,watermill", "systems to run")
 	modes := fs.String("modes", "default,interpolate", "driver settings: default, interpolate (interpolateParams=true)")
 	fs.StringVar(&o.markdown, "out", "", "also write the markdown report to this file")
@@ -72,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	memLarge := fs.Int("mem-large", 0, "Memory large backlog (default 200000)")
 	orderedKeys := fs.Int("ordered-keys", 0, "ordered: keys the messages spread over, round-robin (default 1000; 50 with --smoke)")
 	serialN := fs.Int("serial-n", 0, "ordered: backlog of the drain over 1 key (default 300)")
+	backfillN := fs.Int("backfill-n", 0, "backfill: messages in the one transaction (default 100000)")
 	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize (0: its default, 100)")
 	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency (0: its default, 16)")
 	if err := fs.Parse(args); err != nil {
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	setI(&o.sz.MemLarge, *memLarge)
 	setI(&o.sz.OrderedKeys, *orderedKeys)
 	setI(&o.sz.SerialN, *serialN)
+	setI(&o.sz.BackfillN, *backfillN)
 	o.only = strings.Split(*only, ",")
 	for _, w := range o.only {
 		if !slices.Contains(workloadNames, w) {

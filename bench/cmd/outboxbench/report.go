@@ -226,6 +226,12 @@ func (b *bench) targets(sb *strings.Builder, cells map[key]*cell, mode string) {
 		target{"W1 1 goroutine with outboxotel wired (a request span per transaction): overhead", get(w1(1)+wired, "outboxgen"), get(w1(1), "outboxgen"), overheadAtMost(1), true},
 		target{"W1 8 goroutines with outboxotel wired (a request span per transaction): overhead", get(w1(8)+wired, "outboxgen"), get(w1(8), "outboxgen"), overheadAtMost(1), true},
 	)
+	// backfill: EnqueueMany against one Enqueue per message and against L0's multi-row INSERTs.
+	many := backfillLabel(sz.BackfillN, backfillMany)
+	ts = append(ts,
+		target{fmt.Sprintf("Backfill %d messages: EnqueueMany >= 10x one Enqueue each", sz.BackfillN), get(many, "outboxgen"), get(backfillLabel(sz.BackfillN, backfillSingles), "outboxgen"), ge(10), false},
+		target{fmt.Sprintf("Backfill %d messages: EnqueueMany >= 0.8x L0 (multi-row INSERTs of %d rows)", sz.BackfillN, backfillL0Rows), get(many, "outboxgen"), get(many, "L0"), ge(0.8), false},
+	)
 	fmt.Fprintf(sb, "Targets (%s):\n\n", mode)
 	for _, t := range ts {
 		if t.a == nil || t.b == nil {

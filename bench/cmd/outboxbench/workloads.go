@@ -28,6 +28,7 @@ type sizes struct {
 	MemLarge     int           // Memory: large backlog
 	OrderedKeys  int           // ordered: the keys W1's and the W2 drains' messages spread over
 	SerialN      int           // ordered: the backlog of the drain over 1 key (serial)
+	BackfillN    int           // backfill: the messages of the one transaction
 }
 
 var fullSizes = sizes{
@@ -37,6 +38,7 @@ var fullSizes = sizes{
 	IdleWait: 30 * time.Second, IdleWindow: 10 * time.Second,
 	MemSmall: 20000, MemLarge: 200000,
 	OrderedKeys: 1000, SerialN: 300,
+	BackfillN: 100000,
 }
 
 var smokeSizes = sizes{
@@ -49,6 +51,7 @@ var smokeSizes = sizes{
 	MemSmall: 200, MemLarge: 2000,
 	// Fewer keys than messages, so that every key has several and their order is checked.
 	OrderedKeys: 50, SerialN: 30,
+	BackfillN: 2000,
 }
 
 // slowHandler is W2's and W3's slow handler: long enough that dispatching outside the claim's
