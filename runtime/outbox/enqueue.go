@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 	"unicode/utf8"
 
@@ -115,20 +114,8 @@ func Enqueue(ctx context.Context, tx DBTX, m Message, opts ...EnqueueOption) (Me
 	if m.EventType == "" {
 		return 0, errors.New("outbox: Enqueue: empty EventType")
 	}
-	if len(m.EventType) > 191 || !utf8.ValidString(m.EventType) {
-		return 0, fmt.Errorf("outbox: Enqueue %q: EventType must be valid UTF-8 of at most 191 bytes", m.EventType)
-	}
-	if len(m.IdempotencyKey) > 191 || !utf8.ValidString(m.IdempotencyKey) {
-		return 0, fmt.Errorf("outbox: Enqueue %q: IdempotencyKey must be valid UTF-8 of at most 191 bytes (got %d bytes)", m.EventType, len(m.IdempotencyKey))
-	}
-	if len(m.OrderingKey) > 191 || !utf8.ValidString(m.OrderingKey) {
-		return 0, fmt.Errorf("outbox: Enqueue %q: OrderingKey must be valid UTF-8 of at most 191 bytes (got %d bytes)", m.EventType, len(m.OrderingKey))
-	}
-	if err := checkPayload(m.Payload); err != nil {
-		return 0, fmt.Errorf("outbox: Enqueue %q: %w", m.EventType, err)
-	}
-	if m.MaxAttempts < 0 || m.MaxAttempts > math.MaxInt32 {
-		return 0, fmt.Errorf("outbox: Enqueue %q: MaxAttempts %d out of range", m.EventType, m.MaxAttempts)
+	if err := checkMessage(m); err != nil {
+		return 0, fmt.Errorf("outbox: Enqueue %w", err)
 	}
 	if m.MaxAttempts == 0 {
 		m.MaxAttempts = DefaultMaxAttempts

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/internal/faultdriver"
+	"github.com/outboxgen/outboxgen/internal/testutil"
 )
 
 // manyMsgs builds n messages of three event types, message i with payload {"i":i} and key k-i.
@@ -502,7 +503,7 @@ func TestEnqueueManyHandsOffUnderInTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkManyRows(t, db, ms, ids)
-	waitFor(t, 10*time.Second, "every message SENT", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every message SENT", func() bool {
 		return countRows(t, db, "status = 'SENT'") == len(ms)
 	})
 	seen := map[MessageID]int{}
