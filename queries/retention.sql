@@ -65,3 +65,37 @@ WHERE id IN (sqlc.slice('ids'))
   AND COALESCE(failed_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
   AND (ordering_key IS NULL
        OR NOT EXISTS (SELECT 1 FROM outbox_ordering_queue q WHERE q.message_id = outbox_messages.id));
+
+-- name: RetentionIdleCounters :many
+-- Ordering counters (outbox_ordering) of keys with nothing in the queue, in key order after a
+-- cursor, read without locks: the candidates that RetentionLockCounters then locks and checks.
+SELECT o.ordering_key
+FROM outbox_ordering o
+WHERE o.ordering_key > sqlc.arg(after_key)
+  AND NOT EXISTS (SELECT 1 FROM outbox_ordering_queue q WHERE q.ordering_key = o.ordering_key)
+ORDER BY o.ordering_key
+LIMIT ?;
+
+-- name: RetentionLockCounters :many
+-- Locks the candidates' counter rows, skipping those another transaction holds: an enqueue of
+-- the key holds its counter row until it commits, so the cleaner leaves that key alone instead
+-- of waiting for it. Never waiting here also keeps the cleaner out of any lock cycle with an
+-- enqueue that takes several keys' counters in its own order.
+SELECT ordering_key FROM outbox_ordering
+WHERE ordering_key IN (sqlc.slice('keys'))
+FOR UPDATE SKIP LOCKED;
+
+-- name: RetentionQueuedKeys :many
+-- Of the locked keys, those with a queue entry now, by a locking read (the latest committed
+-- entries, waiting for a transaction that is changing one). Every enqueue of a key takes its
+-- counter row before it writes a queue entry, so a key without entries here stays without
+-- them until the counter is deleted.
+SELECT ordering_key FROM outbox_ordering_queue
+WHERE ordering_key IN (sqlc.slice('keys'))
+FOR UPDATE;
+
+-- name: RetentionDeleteCounters :execrows
+-- Deletes the locked counters whose keys have nothing queued. The next enqueue of such a key
+-- starts it again at seq 1, which orders it correctly: no message of the key waits.
+DELETE FROM outbox_ordering
+WHERE ordering_key IN (sqlc.slice('keys'));

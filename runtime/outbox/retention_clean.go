@@ -1,5 +1,6 @@
 // The retention cleaner: a worker's maintenance goroutine deletes the SENT (and, when asked,
-// FAILED) rows of its router's event types that Config.Retention no longer keeps. One worker per
+// FAILED) rows of its router's event types that Config.Retention no longer keeps, and the
+// ordering counters of keys with nothing queued (retention_counters.go). One worker per
 // database cleans at a time, under a named lock; the others skip the pass.
 
 package outbox
@@ -41,15 +42,15 @@ type retentionPass struct {
 	Locked bool  // this worker held the lock: false when another worker was cleaning
 	Sent   int64 // SENT rows deleted
 	Failed int64 // FAILED rows deleted
+	// Counters is the ordering counters deleted (keys with nothing queued).
+	Counters int64
 }
 
 // retentionLoop runs a cleaning pass at start and then every min(ReclaimInterval, 1m) until ctx
-// is done. It returns at once when the worker keeps everything.
+// is done. It runs also when the worker keeps every message: ordering counters are cleaned
+// whatever Retention says.
 func (w *Worker) retentionLoop(ctx context.Context) {
 	r := w.cfg.Retention.withDefaults()
-	if keeps(r.Sent) && keeps(r.Failed) {
-		return
-	}
 	t := time.NewTicker(min(w.cfg.ReclaimInterval, maxRetentionInterval))
 	defer t.Stop()
 	down := outage{what: "retention"}
@@ -62,9 +63,9 @@ func (w *Worker) retentionLoop(ctx context.Context) {
 			} else if err == nil {
 				down.ok(ctx, w.log)
 			}
-			if p.Sent+p.Failed > 0 {
+			if p.Sent+p.Failed+p.Counters > 0 {
 				w.log.LogAttrs(ctx, slog.LevelDebug, "outbox retention deleted rows",
-					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed))
+					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed), slog.Int64("ordering_counters", p.Counters))
 			}
 			w.testSignals.retained.Signal(p)
 		}
@@ -114,7 +115,11 @@ func (w *Worker) retainOnce(ctx context.Context, r Retention) (p retentionPass, 
 	}
 	if !keeps(r.Failed) {
 		p.Failed, err = w.retainStatus(ctx, conn, StatusFailed, r.Failed)
+		if err != nil {
+			return p, err
+		}
 	}
+	p.Counters, err = dropIdleCounters(ctx, conn)
 	return p, err
 }
 
@@ -173,11 +178,7 @@ func retainDelete(ctx context.Context, conn *sql.Conn, st Status, ids []int64, o
 	if err != nil {
 		return 0, err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	defer func() { _ = tx.Rollback() }() // a no-op after the commit
 	if st == StatusSent {
 		n, err = q.RetentionDeleteSent(ctx, tx, store.RetentionDeleteSentParams{Ids: ids, OlderThanUs: olderUs})
 	} else {

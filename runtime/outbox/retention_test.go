@@ -184,7 +184,7 @@ func TestRetentionOneCleanerPerDatabase(t *testing.T) {
 
 	w := newTestWorker(t, db.DB, retentionRouter(t, "ret_l"), Config{ReclaimInterval: 20 * time.Millisecond, Retention: Retention{Sent: time.Hour}})
 	s := signals(t, w)
-	start(t, w)
+	stop := start(t, w)
 	for range 2 {
 		if p := s.retained.WaitOrTimeout(); p.Locked || p.Sent != 0 {
 			t.Fatalf("pass %+v while another session held the lock", p)
@@ -199,7 +199,9 @@ func TestRetentionOneCleanerPerDatabase(t *testing.T) {
 	if p := awaitRetained(t, s); p.Sent != 1 || exists(t, db, ids[0]) {
 		t.Errorf("pass after release = %+v, row kept %v; want 1 deleted", p, exists(t, db, ids[0]))
 	}
-	// The worker released the lock after its pass: another session takes it at once.
+	// The worker releases the lock after each pass: once it stopped, another session takes it
+	// at once.
+	stop()
 	if got, err := q.RetentionLock(ctx, conn); err != nil || len(got) != 1 || got[0] != 1 {
 		t.Errorf("lock after the worker's pass: %v, %v; want it free", got, err)
 	}

@@ -10,6 +10,31 @@ import (
 	"strings"
 )
 
+const retentionDeleteCounters = `-- name: RetentionDeleteCounters :execrows
+DELETE FROM outbox_ordering
+WHERE ordering_key IN (/*SLICE:keys*/?)
+`
+
+// Deletes the locked counters whose keys have nothing queued. The next enqueue of such a key
+// starts it again at seq 1, which orders it correctly: no message of the key waits.
+func (q *Queries) RetentionDeleteCounters(ctx context.Context, db DBTX, keys []string) (int64, error) {
+	query := retentionDeleteCounters
+	var queryParams []interface{}
+	if len(keys) > 0 {
+		for _, v := range keys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:keys*/?", strings.Repeat(",?", len(keys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:keys*/?", "NULL", 1)
+	}
+	result, err := db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const retentionDeleteFailed = `-- name: RetentionDeleteFailed :execrows
 DELETE FROM outbox_messages
 WHERE id IN (/*SLICE:ids*/?)
@@ -138,6 +163,45 @@ func (q *Queries) RetentionFailedIDs(ctx context.Context, db DBTX, arg Retention
 	return items, nil
 }
 
+const retentionIdleCounters = `-- name: RetentionIdleCounters :many
+SELECT o.ordering_key
+FROM outbox_ordering o
+WHERE o.ordering_key > ?
+  AND NOT EXISTS (SELECT 1 FROM outbox_ordering_queue q WHERE q.ordering_key = o.ordering_key)
+ORDER BY o.ordering_key
+LIMIT ?
+`
+
+type RetentionIdleCountersParams struct {
+	AfterKey string
+	Limit    int32
+}
+
+// Ordering counters (outbox_ordering) of keys with nothing in the queue, in key order after a
+// cursor, read without locks: the candidates that RetentionLockCounters then locks and checks.
+func (q *Queries) RetentionIdleCounters(ctx context.Context, db DBTX, arg RetentionIdleCountersParams) ([]string, error) {
+	rows, err := db.QueryContext(ctx, retentionIdleCounters, arg.AfterKey, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var ordering_key string
+		if err := rows.Scan(&ordering_key); err != nil {
+			return nil, err
+		}
+		items = append(items, ordering_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retentionLock = `-- name: RetentionLock :many
 
 SELECT CAST(COALESCE(GET_LOCK(CONCAT('outboxgen.retention.', LEFT(SHA2(COALESCE(CAST(DATABASE() AS BINARY), x''), 256), 40)), 0), -1) AS SIGNED) AS acquired
@@ -164,6 +228,92 @@ func (q *Queries) RetentionLock(ctx context.Context, db DBTX) ([]int64, error) {
 			return nil, err
 		}
 		items = append(items, acquired)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionLockCounters = `-- name: RetentionLockCounters :many
+SELECT ordering_key FROM outbox_ordering
+WHERE ordering_key IN (/*SLICE:keys*/?)
+FOR UPDATE SKIP LOCKED
+`
+
+// Locks the candidates' counter rows, skipping those another transaction holds: an enqueue of
+// the key holds its counter row until it commits, so the cleaner leaves that key alone instead
+// of waiting for it. Never waiting here also keeps the cleaner out of any lock cycle with an
+// enqueue that takes several keys' counters in its own order.
+func (q *Queries) RetentionLockCounters(ctx context.Context, db DBTX, keys []string) ([]string, error) {
+	query := retentionLockCounters
+	var queryParams []interface{}
+	if len(keys) > 0 {
+		for _, v := range keys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:keys*/?", strings.Repeat(",?", len(keys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:keys*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var ordering_key string
+		if err := rows.Scan(&ordering_key); err != nil {
+			return nil, err
+		}
+		items = append(items, ordering_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionQueuedKeys = `-- name: RetentionQueuedKeys :many
+SELECT ordering_key FROM outbox_ordering_queue
+WHERE ordering_key IN (/*SLICE:keys*/?)
+FOR UPDATE
+`
+
+// Of the locked keys, those with a queue entry now, by a locking read (the latest committed
+// entries, waiting for a transaction that is changing one). Every enqueue of a key takes its
+// counter row before it writes a queue entry, so a key without entries here stays without
+// them until the counter is deleted.
+func (q *Queries) RetentionQueuedKeys(ctx context.Context, db DBTX, keys []string) ([]string, error) {
+	query := retentionQueuedKeys
+	var queryParams []interface{}
+	if len(keys) > 0 {
+		for _, v := range keys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:keys*/?", strings.Repeat(",?", len(keys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:keys*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var ordering_key string
+		if err := rows.Scan(&ordering_key); err != nil {
+			return nil, err
+		}
+		items = append(items, ordering_key)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
