@@ -99,3 +99,23 @@ FOR UPDATE;
 -- starts it again at seq 1, which orders it correctly: no message of the key waits.
 DELETE FROM outbox_ordering
 WHERE ordering_key IN (sqlc.slice('keys'));
+
+-- name: RetentionJobLatest :many
+-- Each job's latest recorded period in the mysqllock run ledger (outbox_job_runs), read by
+-- the PRIMARY KEY (job, period_start) one job at a time.
+SELECT job, CAST(MAX(period_start) AS DATETIME(6)) AS latest
+FROM outbox_job_runs
+GROUP BY job
+ORDER BY job;
+
+-- name: RetentionDeleteJobRuns :execrows
+-- One batch of a job's ledger rows that are past their use: older than the job's latest
+-- period, and whose period started more than older_than_us ago. The ledger is read only for
+-- the period a run belongs to, which is the latest or a newer one; the older rows are history
+-- for mysqllock.Runs and the console, kept that long. A range of the PRIMARY KEY, oldest first.
+DELETE FROM outbox_job_runs
+WHERE job = sqlc.arg(job)
+  AND period_start < sqlc.arg(latest)
+  AND period_start < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY period_start
+LIMIT ?;

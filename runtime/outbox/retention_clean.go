@@ -1,7 +1,8 @@
 // The retention cleaner: a worker's maintenance goroutine deletes the SENT (and, when asked,
-// FAILED) rows of its router's event types that Config.Retention no longer keeps, and the
-// ordering counters of keys with nothing queued (retention_counters.go). One worker per
-// database cleans at a time, under a named lock; the others skip the pass.
+// FAILED) rows of its router's event types that Config.Retention no longer keeps, the ordering
+// counters of keys with nothing queued (retention_counters.go) and the run ledger rows past
+// their use (retention_jobs.go). One worker per database cleans at a time, under a named lock;
+// the others skip the pass.
 
 package outbox
 
@@ -44,11 +45,13 @@ type retentionPass struct {
 	Failed int64 // FAILED rows deleted
 	// Counters is the ordering counters deleted (keys with nothing queued).
 	Counters int64
+	// JobRuns is the mysqllock run ledger rows deleted (retention_jobs.go).
+	JobRuns int64
 }
 
 // retentionLoop runs a cleaning pass at start and then every min(ReclaimInterval, 1m) until ctx
-// is done. It runs also when the worker keeps every message: ordering counters are cleaned
-// whatever Retention says.
+// is done. It runs also when the worker keeps every message: ordering counters and the run
+// ledger are cleaned whatever Retention says.
 func (w *Worker) retentionLoop(ctx context.Context) {
 	r := w.cfg.Retention.withDefaults()
 	t := time.NewTicker(min(w.cfg.ReclaimInterval, maxRetentionInterval))
@@ -63,9 +66,10 @@ func (w *Worker) retentionLoop(ctx context.Context) {
 			} else if err == nil {
 				down.ok(ctx, w.log)
 			}
-			if p.Sent+p.Failed+p.Counters > 0 {
+			if p.Sent+p.Failed+p.Counters+p.JobRuns > 0 {
 				w.log.LogAttrs(ctx, slog.LevelDebug, "outbox retention deleted rows",
-					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed), slog.Int64("ordering_counters", p.Counters))
+					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed),
+					slog.Int64("ordering_counters", p.Counters), slog.Int64("job_runs", p.JobRuns))
 			}
 			w.testSignals.retained.Signal(p)
 		}
@@ -119,7 +123,10 @@ func (w *Worker) retainOnce(ctx context.Context, r Retention) (p retentionPass, 
 			return p, err
 		}
 	}
-	p.Counters, err = dropIdleCounters(ctx, conn)
+	if p.Counters, err = dropIdleCounters(ctx, conn); err != nil {
+		return p, err
+	}
+	p.JobRuns, err = dropOldJobRuns(ctx, conn)
 	return p, err
 }
 

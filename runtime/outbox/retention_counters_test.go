@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,5 +233,46 @@ func TestRetentionCounterRaceWithEnqueue(t *testing.T) {
 	}
 	if seq := getOrderingSeq(t, db, id); seq != 2 || counterSeq(t, db, "b") != 2 {
 		t.Errorf("seq %d, counter %d; want 2 and 2", seq, counterSeq(t, db, "b"))
+	}
+}
+
+// A pass deletes the run ledger rows older than their job's latest period and than a week, and
+// keeps every job's latest row however old it is.
+func TestRetentionJobRuns(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ins := func(job string, daysAgo int) {
+		db.MustExec(t, `INSERT INTO outbox_job_runs (job, period_start, instance, started_at, finished_at)
+			VALUES (?, TIMESTAMPADD(DAY, ?, UTC_TIMESTAMP(6)), 'i', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`, job, -daysAgo)
+	}
+	for _, d := range []int{30, 10, 8, 6, 1} {
+		ins("daily", d)
+	}
+	ins("stopped", 40) // its only row, and its latest: kept
+	ins("stopped2", 50)
+	ins("stopped2", 45)
+	w := newTestWorker(t, db.DB, retentionRouter(t, "ret_j"), Config{ReclaimInterval: time.Minute})
+	s := signals(t, w)
+	start(t, w)
+	if p := awaitRetained(t, s); p.JobRuns != 4 {
+		t.Errorf("pass = %+v, want 4 ledger rows deleted", p)
+	}
+	rows, err := db.DB.Query("SELECT job, DATEDIFF(UTC_TIMESTAMP(6), period_start) FROM outbox_job_runs ORDER BY job, period_start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var job string
+		var days int
+		if err := rows.Scan(&job, &days); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, job+":"+itoa(days))
+	}
+	want := "daily:6 daily:1 stopped:40 stopped2:45"
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("ledger left %q, want %q", g, want)
 	}
 }

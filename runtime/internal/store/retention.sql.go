@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"strings"
+	"time"
 )
 
 const retentionDeleteCounters = `-- name: RetentionDeleteCounters :execrows
@@ -63,6 +64,39 @@ func (q *Queries) RetentionDeleteFailed(ctx context.Context, db DBTX, arg Retent
 	}
 	queryParams = append(queryParams, arg.OlderThanUs)
 	result, err := db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const retentionDeleteJobRuns = `-- name: RetentionDeleteJobRuns :execrows
+DELETE FROM outbox_job_runs
+WHERE job = ?
+  AND period_start < ?
+  AND period_start < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY period_start
+LIMIT ?
+`
+
+type RetentionDeleteJobRunsParams struct {
+	Job         string
+	Latest      time.Time
+	OlderThanUs int64
+	Limit       int32
+}
+
+// One batch of a job's ledger rows that are past their use: older than the job's latest
+// period, and whose period started more than older_than_us ago. The ledger is read only for
+// the period a run belongs to, which is the latest or a newer one; the older rows are history
+// for mysqllock.Runs and the console, kept that long. A range of the PRIMARY KEY, oldest first.
+func (q *Queries) RetentionDeleteJobRuns(ctx context.Context, db DBTX, arg RetentionDeleteJobRunsParams) (int64, error) {
+	result, err := db.ExecContext(ctx, retentionDeleteJobRuns,
+		arg.Job,
+		arg.Latest,
+		arg.OlderThanUs,
+		arg.Limit,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -192,6 +226,43 @@ func (q *Queries) RetentionIdleCounters(ctx context.Context, db DBTX, arg Retent
 			return nil, err
 		}
 		items = append(items, ordering_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionJobLatest = `-- name: RetentionJobLatest :many
+SELECT job, CAST(MAX(period_start) AS DATETIME(6)) AS latest
+FROM outbox_job_runs
+GROUP BY job
+ORDER BY job
+`
+
+type RetentionJobLatestRow struct {
+	Job    string
+	Latest time.Time
+}
+
+// Each job's latest recorded period in the mysqllock run ledger (outbox_job_runs), read by
+// the PRIMARY KEY (job, period_start) one job at a time.
+func (q *Queries) RetentionJobLatest(ctx context.Context, db DBTX) ([]RetentionJobLatestRow, error) {
+	rows, err := db.QueryContext(ctx, retentionJobLatest)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetentionJobLatestRow
+	for rows.Next() {
+		var i RetentionJobLatestRow
+		if err := rows.Scan(&i.Job, &i.Latest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
