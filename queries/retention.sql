@@ -119,3 +119,13 @@ WHERE job = sqlc.arg(job)
   AND period_start < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
 ORDER BY period_start
 LIMIT ?;
+
+-- name: RetentionOldestSent :many
+-- How long ago the SENT row due first was sent, in microseconds: the age of what retention has
+-- kept longest. One index entry, whatever the table holds. A row is sent soon after it was last
+-- due, so this is the oldest sent_at to within the delivery lag of those rows.
+SELECT CAST(TIMESTAMPDIFF(MICROSECOND, sent_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS age_us
+FROM outbox_messages FORCE INDEX (outbox_messages_claim)
+WHERE status = 'SENT'
+ORDER BY next_attempt_at, id
+LIMIT 1;

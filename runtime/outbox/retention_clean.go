@@ -71,6 +71,7 @@ func (w *Worker) retentionLoop(ctx context.Context) {
 					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed),
 					slog.Int64("ordering_counters", p.Counters), slog.Int64("job_runs", p.JobRuns))
 			}
+			w.observeRetained(p)
 			w.testSignals.retained.Signal(p)
 		}
 		select {

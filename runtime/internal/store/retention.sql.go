@@ -352,6 +352,40 @@ func (q *Queries) RetentionLockCounters(ctx context.Context, db DBTX, keys []str
 	return items, nil
 }
 
+const retentionOldestSent = `-- name: RetentionOldestSent :many
+SELECT CAST(TIMESTAMPDIFF(MICROSECOND, sent_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) AS SIGNED) AS age_us
+FROM outbox_messages FORCE INDEX (outbox_messages_claim)
+WHERE status = 'SENT'
+ORDER BY next_attempt_at, id
+LIMIT 1
+`
+
+// How long ago the SENT row due first was sent, in microseconds: the age of what retention has
+// kept longest. One index entry, whatever the table holds. A row is sent soon after it was last
+// due, so this is the oldest sent_at to within the delivery lag of those rows.
+func (q *Queries) RetentionOldestSent(ctx context.Context, db DBTX) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, retentionOldestSent)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var age_us int64
+		if err := rows.Scan(&age_us); err != nil {
+			return nil, err
+		}
+		items = append(items, age_us)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retentionQueuedKeys = `-- name: RetentionQueuedKeys :many
 SELECT ordering_key FROM outbox_ordering_queue
 WHERE ordering_key IN (/*SLICE:keys*/?)
