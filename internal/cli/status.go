@@ -105,6 +105,8 @@ type statusReport struct {
 	Broken               []brokenReport        `json:"broken"`
 	NewestFailed         []failedReport        `json:"newest_failed"`
 	Check                checkReport           `json:"check"`
+	// OldestSentSeconds is the age of the oldest SENT row kept (outbox.OldestSent); 0 when none.
+	OldestSentSeconds float64 `json:"oldest_sent_seconds"`
 }
 
 type typeReport struct {
@@ -188,6 +190,13 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		NewestFailed:         []failedReport{},
 		Check: checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(),
 			MaxHeldSeconds: lim.maxHeld.Seconds(), Problems: []string{}},
+	}
+	oldestSent, anySent, err := outbox.OldestSent(ctx, db)
+	if err != nil {
+		return c.dbErr("oldest sent", err)
+	}
+	if anySent {
+		rep.OldestSentSeconds = oldestSent.Seconds()
 	}
 	for _, h := range snap.Held {
 		rep.Held = append(rep.Held, heldReport{OrderingKey: c.jsonString(h.OrderingKey), HeadID: int64(h.Head),
@@ -280,6 +289,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	}
 	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
 	fmt.Fprintf(&b, "%-17s%d\n", "held keys:", rep.HeldKeys)
+	fmt.Fprintf(&b, "%-17s%s (retention: workers delete SENT rows after Config.Retention.Sent, 24h by default)\n", "oldest sent:", sentAge(rep.OldestSentSeconds))
 	if rep.BrokenKeys > 0 {
 		fmt.Fprintf(&b, "%-17s%d (a row was changed by hand: THE KEY CANNOT MOVE until a worker repairs it)\n", "broken keys:", rep.BrokenKeys)
 	}
@@ -329,6 +339,14 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// sentAge is the oldest SENT row's age, or "-" when none is kept.
+func sentAge(seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return formatAge(secondsAge(seconds))
 }
 
 func pendingAge(pending int64, seconds float64) string {

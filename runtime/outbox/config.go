@@ -65,6 +65,10 @@ type Config struct {
 	// that is nil, returns nil or panics while wrapping. A panic in a call is recovered like a
 	// handler's. Defaults to none.
 	Middleware []Middleware
+	// Retention is how long finished rows of the router's event types stay in the table (see
+	// Retention). The zero value deletes SENT rows a day after they were sent and keeps FAILED
+	// ones; one worker per database at a time does the deleting, at least once a minute.
+	Retention Retention
 }
 
 // Worker defaults.
@@ -188,5 +192,5 @@ func (c Config) validate() error {
 	if c.StaleAfter > 0 && c.StaleAfter < time.Millisecond {
 		return fmt.Errorf("outbox: Config.StaleAfter must be at least 1ms, got %s", c.StaleAfter)
 	}
-	return nil
+	return c.Retention.validate()
 }

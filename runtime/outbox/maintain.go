@@ -17,6 +17,13 @@ import (
 // maintainLoop runs the reclaim and the stuck watch at start and then every ReclaimInterval
 // until ctx is done.
 func (w *Worker) maintainLoop(ctx context.Context) {
+	// Retention runs beside, so that a long cleaning pass never delays a reclaim.
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		w.retentionLoop(ctx)
+	}()
+	defer func() { <-retained }()
 	t := time.NewTicker(w.cfg.ReclaimInterval)
 	defer t.Stop()
 	reclaimDown, watchDown, brokenDown := outage{what: "reclaim"}, outage{what: "stuck watch"}, outage{what: "broken key repair"}

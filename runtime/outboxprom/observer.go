@@ -46,6 +46,7 @@ type Observer struct {
 	stuckSeen       prometheus.Counter
 	handlerDuration *prometheus.HistogramVec
 	claimDuration   prometheus.Histogram
+	retained        *prometheus.CounterVec
 }
 
 var _ outbox.Observer = (*Observer)(nil)
@@ -69,6 +70,7 @@ var claimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 //	outbox_stuck_seen_total                stuck rows seen, summed over watch passes (any increase: nobody reclaims)
 //	outbox_handler_duration_seconds{event_type,outcome}
 //	outbox_claim_duration_seconds
+//	outbox_retention_deleted_total{table}  rows this process's retention passes deleted (outbox.RetentionObserver)
 func NewObserver() *Observer {
 	byType := []string{"event_type"}
 	return &Observer{
@@ -110,6 +112,10 @@ func NewObserver() *Observer {
 			Help:    "Duration of one claim transaction, empty claims included.",
 			Buckets: claimBuckets,
 		}),
+		retained: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "retention_deleted_total",
+			Help: "Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows).",
+		}, []string{"table"}),
 	}
 }
 
@@ -158,9 +164,16 @@ func (o *Observer) Stuck(n int64) {
 	}
 }
 
+// Retained implements outbox.RetentionObserver.
+func (o *Observer) Retained(table string, n int64) {
+	if n > 0 {
+		o.retained.WithLabelValues(table).Add(float64(n))
+	}
+}
+
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.claimed, o.handedOff, o.sent, o.retried, o.failed, o.reclaimed, o.stuckSeen,
-		o.handlerDuration, o.claimDuration}
+		o.handlerDuration, o.claimDuration, o.retained}
 }
 
 // Describe implements prometheus.Collector.
