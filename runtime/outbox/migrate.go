@@ -399,6 +399,7 @@ var columnSince = map[string]int{
 	"outbox_messages.headers":      3,
 	"outbox_messages.ordering_key": 4,
 	"outbox_messages.ordering_seq": 4,
+	"outbox_messages.cancelled_at": 5,
 }
 
 // columnDef splits a column line of schema.sql, a name, a type and the column's options.

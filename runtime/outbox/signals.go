@@ -13,6 +13,8 @@ type workerTestSignals struct {
 	reclaimed  testsignal.Signal[int64]     // a reclaim ended: the rows it moved
 	maintained testsignal.Signal[struct{}]  // a maintenance pass (reclaim, repair, watch, schema) ended
 	handedOff  testsignal.Signal[MessageID] // a handed-off message was dispatched
+
+	pausesRefreshed testsignal.Signal[int] // the pauses were read: how many of the router's types are paused
 }
 
 // init enables every signal for tb's test; call it before Run.
@@ -22,4 +24,5 @@ func (s *workerTestSignals) init(tb testsignal.TB) {
 	s.reclaimed.Init(tb)
 	s.maintained.Init(tb)
 	s.handedOff.Init(tb)
+	s.pausesRefreshed.Init(tb)
 }
