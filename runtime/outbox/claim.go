@@ -62,7 +62,9 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	defer cancel()
 	start := w.clock.Now()
 	types := w.claimTypes(ctx)
-	if len(types) == 0 { // every type is paused
+	// The read of the pauses may take a moment, in which a table can turn out to need a newer
+	// outboxgen, so the loop's check is made again.
+	if len(types) == 0 || w.schemaHeld() { // every type is paused, or claims are held
 		w.cfg.Observer.Claimed(0, since(w.clock, start))
 		return nil, false, nil
 	}
