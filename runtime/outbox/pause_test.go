@@ -17,18 +17,20 @@ func (h handled) handler(_ context.Context, _ json.RawMessage, d Delivery) error
 	return nil
 }
 
-// waitHandled waits for message id to be handled, failing after 20s.
-func (h handled) wait(t *testing.T, id MessageID) {
+// wait waits for every one of ids to be handled, in any order, failing after 20s.
+func (h handled) wait(t *testing.T, ids ...MessageID) {
 	t.Helper()
+	want := map[MessageID]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
 	deadline := time.After(20 * time.Second)
-	for {
+	for len(want) > 0 {
 		select {
 		case got := <-h:
-			if got == id {
-				return
-			}
+			delete(want, got)
 		case <-deadline:
-			t.Fatalf("message %d was not handled within 20s", id)
+			t.Fatalf("messages %v were not handled within 20s", want)
 		}
 	}
 }
