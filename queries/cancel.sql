@@ -89,3 +89,22 @@ WHERE status = 'PENDING'
   AND next_attempt_at > TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND (CAST(sqlc.arg(all_ids) AS SIGNED) = 1 OR id IN (sqlc.slice('ids')))
   AND (CAST(sqlc.arg(any_type) AS SIGNED) = 1 OR event_type = sqlc.arg(event_type));
+
+-- name: MessagePurgeCancelled :execrows
+-- As MessagePurgeFailed, for CANCELLED rows by cancelled_at. A row cancelled while delayed into
+-- the future waits until that due time is also older than the cutoff, since the scan is bounded
+-- by next_attempt_at.
+DELETE FROM outbox_messages
+WHERE status = 'CANCELLED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(cancelled_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY next_attempt_at, id
+LIMIT ?;
+
+-- name: MessageCountPurgeCancelled :one
+-- What MessagePurgeCancelled would delete, all batches together, for Purge's dry run.
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages FORCE INDEX (outbox_messages_claim)
+WHERE status = 'CANCELLED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(cancelled_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(older_than_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()));

@@ -209,6 +209,26 @@ func (q *Queries) MessageCountCancel(ctx context.Context, db DBTX, arg MessageCo
 	return n, err
 }
 
+const messageCountPurgeCancelled = `-- name: MessageCountPurgeCancelled :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n
+FROM outbox_messages FORCE INDEX (outbox_messages_claim)
+WHERE status = 'CANCELLED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(cancelled_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+`
+
+type MessageCountPurgeCancelledParams struct {
+	OlderThanUs int64
+}
+
+// What MessagePurgeCancelled would delete, all batches together, for Purge's dry run.
+func (q *Queries) MessageCountPurgeCancelled(ctx context.Context, db DBTX, arg MessageCountPurgeCancelledParams) (int64, error) {
+	row := db.QueryRowContext(ctx, messageCountPurgeCancelled, arg.OlderThanUs, arg.OlderThanUs)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const messageCountRunPending = `-- name: MessageCountRunPending :one
 SELECT CAST(COUNT(*) AS SIGNED) AS n
 FROM outbox_messages
@@ -243,6 +263,31 @@ func (q *Queries) MessageCountRunPending(ctx context.Context, db DBTX, arg Messa
 	var n int64
 	err := row.Scan(&n)
 	return n, err
+}
+
+const messagePurgeCancelled = `-- name: MessagePurgeCancelled :execrows
+DELETE FROM outbox_messages
+WHERE status = 'CANCELLED'
+  AND next_attempt_at < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND COALESCE(cancelled_at, next_attempt_at) < TIMESTAMPADD(MICROSECOND, 0 - CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+ORDER BY next_attempt_at, id
+LIMIT ?
+`
+
+type MessagePurgeCancelledParams struct {
+	OlderThanUs int64
+	Limit       int32
+}
+
+// As MessagePurgeFailed, for CANCELLED rows by cancelled_at. A row cancelled while delayed into
+// the future waits until that due time is also older than the cutoff, since the scan is bounded
+// by next_attempt_at.
+func (q *Queries) MessagePurgeCancelled(ctx context.Context, db DBTX, arg MessagePurgeCancelledParams) (int64, error) {
+	result, err := db.ExecContext(ctx, messagePurgeCancelled, arg.OlderThanUs, arg.OlderThanUs, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const messageRunPending = `-- name: MessageRunPending :execrows
