@@ -168,3 +168,29 @@ func TestRetryPendingCommand(t *testing.T) {
 		}
 	}
 }
+
+// status shows cancelled counts and the pauses in force, their reasons printed inert.
+func TestStatusShowsPausesAndCancelled(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	ctx := context.Background()
+	f := fixtures{t: t, db: db}
+	id := f.enqueue("a")
+	if _, err := outbox.Cancel(ctx, db, outbox.Filter{IDs: []outbox.MessageID{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Pause(ctx, db, "mail", outbox.PauseOptions{For: time.Hour, Reason: "down\x1b[2J"}); err != nil {
+		t.Fatal(err)
+	}
+	r := runOps(runStatus, "--dsn", db.DSN)
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, "cancelled:       1") || !strings.Contains(r.stdout, "paused event types") ||
+		!strings.Contains(r.stdout, "mail") || strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("status: %s", r)
+	}
+	r = runOps(runStatus, "--dsn", db.DSN, "--json")
+	mustExit(t, r, opsExitOK)
+	if !strings.Contains(r.stdout, `"cancelled": 1`) || !strings.Contains(r.stdout, `"event_type": "mail"`) {
+		t.Errorf("status --json: %s", r)
+	}
+}
