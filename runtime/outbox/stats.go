@@ -9,7 +9,7 @@ import (
 // Status is a row's state in outbox_messages.
 type Status string
 
-// The four states of a message.
+// The states a worker writes. StatusCancelled, which only an operator writes, is in cancel.go.
 const (
 	StatusPending    Status = "PENDING"    // waiting for next_attempt_at, then claimable
 	StatusProcessing Status = "PROCESSING" // claimed, with a lease that ends at reclaim_after
