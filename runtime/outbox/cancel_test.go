@@ -218,3 +218,32 @@ func TestCancelOrderedHeadReleasesItsKey(t *testing.T) {
 		t.Errorf("StatusCancelled = %q", StatusCancelled)
 	}
 }
+
+// A message cancelled while it ran, whose worker then died, is reclaimed as CANCELLED: the
+// reclaim never makes it PENDING again for another attempt.
+func TestCancelledRunningMessageReclaimedAsCancelled(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("dies", Policy{Timeout: 50 * time.Millisecond}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{StaleAfter: 200 * time.Millisecond})
+	id := enqueueN(t, db.DB, "dies", 1)[0]
+	if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	if n, err := Cancel(ctx, db, Filter{EventType: "dies"}); err != nil || n != 1 {
+		t.Fatalf("Cancel of the running message = %d, %v; want 1", n, err)
+	}
+	awaitLeaseExpired(t, db.DB, id)
+	if n, err := w.reclaimOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("reclaimOnce = %d, %v; want 1", n, err)
+	}
+	row := getRow(t, db, id)
+	if row.Status != "CANCELLED" || row.FailedAt.Valid || !strings.Contains(row.LastError.String, "cancelled while it ran") {
+		t.Fatalf("reclaimed row %+v, want CANCELLED, no failed_at, last_error saying it was cancelled", row)
+	}
+	if got, _, err := w.claim(ctx, 1, claimPos{}); err != nil || len(got) != 0 {
+		t.Errorf("claim after the reclaim: %d rows, %v; want none", len(got), err)
+	}
+}

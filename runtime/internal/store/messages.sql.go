@@ -1070,10 +1070,11 @@ func (q *Queries) MessagePurgeSent(ctx context.Context, db DBTX, arg MessagePurg
 
 const messageReclaimStale = `-- name: MessageReclaimStale :execrows
 UPDATE outbox_messages
-SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
-    failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
+SET status          = IF(cancelled_at IS NOT NULL, 'CANCELLED', IF(attempts >= max_attempts, 'FAILED', 'PENDING')),
+    failed_at       = IF(cancelled_at IS NULL AND attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
     last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, x''), '): its worker died or its handler outlived the lease',
-                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt'),
+                         IF(cancelled_at IS NOT NULL, '; cancelled while it ran',
+                            IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
                          COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), x'')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
@@ -1082,7 +1083,9 @@ LIMIT ?
 `
 
 // Leases that expired, because the claiming worker died or hung. The rows go back to PENDING, or
-// to FAILED when the attempts are exhausted. attempts counted the claim already, so the reclaim
+// to FAILED when the attempts are exhausted, or to CANCELLED when an operator cancelled them
+// while they ran. A cancelled ordered row keeps its queue entry here. The maintenance's repair
+// of broken keys removes it, since a CANCELLED head never runs again. attempts counted the claim already, so the reclaim
 // adds none. A message that kills its worker thus cannot loop forever. Assignments run left to
 // right and see earlier ones. Every IF therefore tests attempts and max_attempts, which this
 // statement does not change. last_error says what happened either way, since a crash or a hang
