@@ -247,3 +247,29 @@ func TestCancelledRunningMessageReclaimedAsCancelled(t *testing.T) {
 		t.Errorf("claim after the reclaim: %d rows, %v; want none", len(got), err)
 	}
 }
+
+// A claimed message whose handler never started, cancelled meanwhile, is given back at
+// shutdown as CANCELLED, not PENDING for another worker.
+func TestCancelledUnstartedMessageGivenBackAsCancelled(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	r := NewRouter()
+	r.Handle("later", Policy{}, func(context.Context, json.RawMessage, Delivery) error { return nil })
+	w := newTestWorker(t, db.DB, r, Config{})
+	ids := enqueueN(t, db.DB, "later", 2)
+	got, _, err := w.claim(ctx, 2, claimPos{})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	if n, err := Cancel(ctx, db, Filter{IDs: ids[:1]}); err != nil || n != 1 {
+		t.Fatalf("Cancel = %d, %v; want 1", n, err)
+	}
+	w.giveBackUnstarted(ctx, got)
+	if st := statusOf(t, db, ids[0]); st != "CANCELLED" {
+		t.Errorf("cancelled unstarted message given back %s, want CANCELLED", st)
+	}
+	if st := statusOf(t, db, ids[1]); st != "PENDING" {
+		t.Errorf("other unstarted message given back %s, want PENDING", st)
+	}
+}
