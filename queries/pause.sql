@@ -44,3 +44,7 @@ ORDER BY event_type;
 -- NewWorker's check that outbox_pauses exists, which schema version 5 creates. Error 1146 means
 -- Migrate must run.
 SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_pauses WHERE event_type = x'';
+
+-- name: TestkitResetPauses :exec
+-- outboxtest.Reset: a pause left by one test must not hold the next test's messages.
+DELETE FROM outbox_pauses;

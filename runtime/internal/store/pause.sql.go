@@ -162,3 +162,13 @@ func (q *Queries) PauseSet(ctx context.Context, db DBTX, arg PauseSetParams) err
 	)
 	return err
 }
+
+const testkitResetPauses = `-- name: TestkitResetPauses :exec
+DELETE FROM outbox_pauses
+`
+
+// outboxtest.Reset: a pause left by one test must not hold the next test's messages.
+func (q *Queries) TestkitResetPauses(ctx context.Context, db DBTX) error {
+	_, err := db.ExecContext(ctx, testkitResetPauses)
+	return err
+}
