@@ -5,9 +5,10 @@
 -- started go back to PENDING, due at once, with the claim's attempt given back. MessageGiveBack
 -- does the same for one row. A row whose lease expired and was reclaimed no longer
 -- carries this claim's token and is left alone. An ordered row keeps its queue entry, so a key's
--- head given back stays its key's head.
+-- head given back stays its key's head. A row an operator cancelled meanwhile becomes CANCELLED,
+-- and the repair of broken keys then removes an ordered one's entry.
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
-SET status          = 'PENDING',
+SET status          = IF(cancelled_at IS NULL, 'PENDING', 'CANCELLED'),
     attempts        = GREATEST(attempts, 1) - 1,
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'

@@ -3,7 +3,7 @@
 -- tables that are missing. Every time column is written from the database clock with
 -- UTC_TIMESTAMP(6), never from the application's.
 --
--- This is schema version 4, which each table's COMMENT records. outbox.Migrate and `outboxgen
+-- This is schema version 5, which each table's COMMENT records. outbox.Migrate and `outboxgen
 -- schema --upgrade` bring tables of earlier versions up to it with queries/upgrades. A COMMENT
 -- of 'outboxgen schema N min M' lets workers of version M and later run on the table. Without
 -- min, only version N and later may. What is compared as an identifier is VARBINARY, for byte
@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     payload         LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     -- Indexed, not unique. Enqueueing the same logical event twice is legal, and handlers deduplicate.
     idempotency_key VARBINARY(191) NOT NULL DEFAULT x'',
-    status          ENUM('PENDING', 'PROCESSING', 'SENT', 'FAILED') NOT NULL DEFAULT 'PENDING',
+    -- CANCELLED is last, since appending a value changes only metadata. Since schema version 5.
+    status          ENUM('PENDING', 'PROCESSING', 'SENT', 'FAILED', 'CANCELLED') NOT NULL DEFAULT 'PENDING',
     -- Claims so far. A reclaim does not add one, since the claim already counted.
     attempts        INT          NOT NULL DEFAULT 0,
     -- Resolved at enqueue from the event's policy.
@@ -47,6 +48,10 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     -- unordered events, which therefore pay no index entry for them. Since schema version 4.
     ordering_key    VARBINARY(191) NULL,
     ordering_seq    BIGINT       NULL,
+    -- When an operator cancelled the message. A PENDING row becomes CANCELLED at once. A
+    -- PROCESSING row keeps running, and its result write makes it CANCELLED instead of retrying
+    -- it. Since schema version 5.
+    cancelled_at    DATETIME(6)  NULL,
     PRIMARY KEY (id),
     -- Serves the claim, which reads PENDING rows due now in next_attempt_at and id order.
     -- Its status prefix also serves everything else that selects by status. That is the reclaim,
@@ -57,7 +62,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people asking whether the message for this key is sent. Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
 
 -- outbox.Once. A handler records its consumer and key in its own transaction. The PRIMARY KEY
 -- makes the second insert fail, so the handler's DB effects happen at most once.
@@ -67,7 +72,7 @@ CREATE TABLE IF NOT EXISTS outbox_inbox (
     idem_key     VARBINARY(764) NOT NULL,
     processed_at DATETIME(6)  NOT NULL,
     PRIMARY KEY (consumer, idem_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
 
 -- The mysqllock run ledger. A job that must run once per period writes its name and period
 -- after it succeeds. An instance that finds the row skips the period.
@@ -78,7 +83,7 @@ CREATE TABLE IF NOT EXISTS outbox_job_runs (
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
 
 -- Per-key ordering, the counter. The enqueue of an ordered message takes the next seq of its key
 -- here, with an upsert that keeps the key's row locked until the enqueuing transaction ends.
@@ -88,7 +93,7 @@ CREATE TABLE IF NOT EXISTS outbox_ordering (
     ordering_key VARBINARY(191) NOT NULL,
     last_seq     BIGINT       NOT NULL,
     PRIMARY KEY (ordering_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
 
 -- Per-key ordering, the queue. It holds one entry per ordered message not yet SENT. The entry is
 -- deleted in the transaction that marks it SENT, or when it is purged. A message may be claimed
@@ -100,4 +105,15 @@ CREATE TABLE IF NOT EXISTS outbox_ordering_queue (
     message_id   BIGINT       NOT NULL,
     PRIMARY KEY (ordering_key, seq),
     KEY outbox_ordering_queue_message (message_id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+
+-- Event types that workers do not claim, fleet-wide, set by outbox.Pause and `outboxgen pause`.
+-- A pause with paused_until ends by itself at that time on the database clock. Workers read the
+-- active pauses at most twice a second. Since schema version 5.
+CREATE TABLE IF NOT EXISTS outbox_pauses (
+    event_type   VARBINARY(191) NOT NULL,
+    reason       TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    paused_at    DATETIME(6)  NOT NULL,
+    paused_until DATETIME(6)  NULL,
+    PRIMARY KEY (event_type)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';

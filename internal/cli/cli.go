@@ -45,8 +45,10 @@ Generator:
 Operations (the database from --dsn or $OUTBOX_DSN):
   status                      counts by event type, stale and stuck rows, recent failures
   show                        one message whole: its full last_error and payload
-  retry                       move FAILED messages back to PENDING
-  purge                       delete SENT (or FAILED) messages older than a retention, or by id
+  retry                       move FAILED messages back to PENDING (--pending: make backed-off ones due now)
+  purge                       delete SENT (FAILED, CANCELLED) messages older than a retention, or by id
+  pause, resume               stop and restart the claiming of event types, fleet-wide
+  cancel                      make PENDING messages CANCELLED: never delivered
   migrate                     create the missing tables; check the existing ones
   console                     the on-call web page: counts, chart, FAILED messages, retry
 
@@ -88,6 +90,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return runRetry(rest, stdout, stderr)
 	case "purge":
 		return runPurge(rest, stdout, stderr)
+	case "pause":
+		return runPause(rest, stdout, stderr)
+	case "resume":
+		return runResume(rest, stdout, stderr)
+	case "cancel":
+		return runCancel(rest, stdout, stderr)
 	case "migrate":
 		return runMigrate(rest, stdout, stderr)
 	case "console":
@@ -102,7 +110,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the names Main dispatches, for the hint after an unknown one.
-var commands = []string{"generate", "check", "diff", "asyncapi", "breaking", "schema", "version", "status", "show", "retry", "purge", "migrate", "console", "help"}
+var commands = []string{"generate", "check", "diff", "asyncapi", "breaking", "schema", "version", "status", "show", "retry", "purge", "pause", "resume", "cancel", "migrate", "console", "help"}
 
 var catalogHelp = map[string]string{
 	"generate": "usage: outboxgen generate [-f events.yaml]\n\nValidates the catalog and writes the Go file its output: names (relative to the catalog).\nOn any problem nothing is written and every problem is printed as file:line:col: message.\n",

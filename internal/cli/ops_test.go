@@ -36,7 +36,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{runPurge, []string{"--dsn", dsn}, "say what to delete: --older-than D"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7x"}, "invalid duration"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "-7d"}, "must not be negative"},
-		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--status", "pending"}, "--status must be sent or failed"},
+		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--status", "pending"}, "--status must be sent, failed or cancelled"},
 		{runPurge, []string{"--dsn", dsn, "--older-than", "7d", "--batch-size", "-1"}, "--batch-size must be between 0 and"},
 		{runMigrate, []string{"--dsn", dsn, "now"}, "takes no arguments"},
 		{runMigrate, []string{"--dsn", "not a dsn"}, "invalid DSN"},

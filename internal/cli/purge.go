@@ -15,9 +15,10 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed] [--force] [--batch-size N] [--dry-run] [--dsn DSN]
+const purgeHelp = `usage: outboxgen purge (--older-than D | --id N ...) [--status sent|failed|cancelled] [--force] [--batch-size N] [--dry-run] [--dsn DSN]
 
-Deletes SENT messages (default) whose sent_at, or FAILED messages whose failed_at, is older than
+Deletes SENT messages (default) whose sent_at, FAILED messages whose failed_at, or CANCELLED
+messages whose cancelled_at, is older than
 D (Go syntax plus days: 7d, 36h, 1d12h), in small batches so that no statement holds many row
 locks for long (outbox.Purge). Ages are measured on the database clock. A row made FAILED by
 hand while it was due in the future is purged once that due time is older than D, too; one
@@ -43,7 +44,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	c.fs.Var(&olderThan, "older-than", "delete messages older than this (Go syntax or days: 7d)")
 	var ids idsFlag
 	c.fs.Var(&ids, "id", "delete this message (repeatable; needs --status)")
-	status := c.fs.String("status", "sent", "which messages: sent or failed")
+	status := c.fs.String("status", "sent", "which messages: sent, failed or cancelled")
 	batch := c.fs.Int("batch-size", 0, "rows per DELETE (0: the runtime's default)")
 	dryRun := c.fs.Bool("dry-run", false, "count what would be deleted and delete nothing")
 	force := c.fs.Bool("force", false, "allow --older-than under an hour, or 0 (everything of that status)")
@@ -69,8 +70,10 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 		st = outbox.StatusSent
 	case "failed":
 		st = outbox.StatusFailed
+	case "cancelled":
+		st = outbox.StatusCancelled
 	default:
-		return c.usageErr("--status must be sent or failed, got %q", *status)
+		return c.usageErr("--status must be sent, failed or cancelled, got %q", *status)
 	}
 	if olderThan.set && olderThan.d < purgeFloor && !*force && !*dryRun {
 		if olderThan.d == 0 {

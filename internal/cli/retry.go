@@ -19,6 +19,7 @@ import (
 )
 
 const retryHelp = `usage: outboxgen retry (--id N ... | --event-type T | --failed-since D | --all) [--dry-run] [--dsn DSN]
+       outboxgen retry --pending [--id N ... | --event-type T] [--dry-run] [--dsn DSN]
 
 Moves FAILED messages back to PENDING, due now, with attempts reset to 0 (outbox.Retry).
 The selectors combine (AND); at least one is required; --all selects every FAILED message.
@@ -29,6 +30,10 @@ the messages that would move (the first 100; the count is exact) and changes not
 the database clock (the one failed_at is written with), or an RFC 3339 time
 (2026-12-01T00:00:00Z). A message made FAILED by hand without failed_at matches only --id,
 --event-type and --all.
+
+--pending instead makes PENDING messages that wait for a retry's backoff or a delay due now
+(outbox.RetryPending), with their attempts unchanged: the drain after an outage ends. With no
+--id or --event-type it takes every waiting PENDING message. Running messages are never touched.
 `
 
 func runRetry(args []string, stdout, stderr io.Writer) int {
@@ -40,8 +45,12 @@ func runRetry(args []string, stdout, stderr io.Writer) int {
 	c.fs.Var(&since, "failed-since", "only messages that FAILED since: a duration ago (7d, 36h) or an RFC 3339 time")
 	all := c.fs.Bool("all", false, "every FAILED message")
 	dryRun := c.fs.Bool("dry-run", false, "list what would move and change nothing")
+	pending := c.fs.Bool("pending", false, "make waiting PENDING messages due now instead (attempts unchanged)")
 	if code, ok := c.parse(args); !ok {
 		return code
+	}
+	if *pending {
+		return c.runRetryPending(ids, *eventType, since.set, *all, *dryRun)
 	}
 	selective := len(ids) > 0 || *eventType != "" || since.set
 	if !selective && !*all {

@@ -95,6 +95,7 @@ type statusReport struct {
 	Stale                int64                 `json:"stale"`
 	Stuck                int64                 `json:"stuck"`
 	Failed               int64                 `json:"failed"`
+	Cancelled            int64                 `json:"cancelled"`
 	OldestPendingSeconds float64               `json:"oldest_pending_seconds"`
 	OldestDueSeconds     float64               `json:"oldest_due_seconds"`
 	ByType               map[string]typeReport `json:"by_type"`
@@ -104,9 +105,19 @@ type statusReport struct {
 	BrokenKeys           int64                 `json:"broken_keys"`
 	Broken               []brokenReport        `json:"broken"`
 	NewestFailed         []failedReport        `json:"newest_failed"`
+	Paused               []pauseReport         `json:"paused"`
 	Check                checkReport           `json:"check"`
 	// OldestSentSeconds is the age of the oldest SENT row kept (outbox.OldestSent); 0 when none.
 	OldestSentSeconds float64 `json:"oldest_sent_seconds"`
+}
+
+// pauseReport is one event type paused with outboxgen pause.
+type pauseReport struct {
+	EventType string    `json:"event_type"`
+	Reason    string    `json:"reason"`
+	Since     time.Time `json:"since"`
+	// LeftSeconds is the time until the pause ends by itself; 0 for a pause until resume.
+	LeftSeconds float64 `json:"left_seconds"`
 }
 
 type typeReport struct {
@@ -116,6 +127,7 @@ type typeReport struct {
 	Stale      int64 `json:"stale"`
 	Stuck      int64 `json:"stuck"`
 	Failed     int64 `json:"failed"`
+	Cancelled  int64 `json:"cancelled"`
 	// Held is how many held ordering keys have a head message of this type.
 	Held int64 `json:"held"`
 	// OldestPendingSeconds is this type's oldest PENDING row's age; 0 when none.
@@ -178,7 +190,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 	}
 	rep := statusReport{
 		Pending: snap.Pending, Due: snap.Due, Processing: snap.Processing,
-		Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed,
+		Stale: snap.Stale, Stuck: snap.Stuck, Failed: snap.Failed, Cancelled: snap.Cancelled,
 		OldestPendingSeconds: snap.OldestPending.Seconds(),
 		OldestDueSeconds:     snap.OldestDue.Seconds(),
 		ByType:               map[string]typeReport{},
@@ -188,6 +200,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		BrokenKeys:           snap.BrokenKeys,
 		Broken:               []brokenReport{},
 		NewestFailed:         []failedReport{},
+		Paused:               []pauseReport{},
 		Check: checkReport{WindowSeconds: window.Seconds(), MaxDueAgeSeconds: lim.maxDue.Seconds(),
 			MaxHeldSeconds: lim.maxHeld.Seconds(), Problems: []string{}},
 	}
@@ -210,8 +223,16 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		// Two types that escape alike (one not UTF-8, one spelling its escape out) share a key,
 		// as in outboxprom: their counts are added, so none is lost.
 		rep.ByType[c.jsonString(t)] = rep.ByType[c.jsonString(t)].add(typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
-			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held, OldestPendingSeconds: tc.OldestPending.Seconds(),
+			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Cancelled: tc.Cancelled, Held: tc.Held, OldestPendingSeconds: tc.OldestPending.Seconds(),
 			OldestDueSeconds: tc.OldestDue.Seconds()})
+	}
+	paused, err := outbox.Pauses(ctx, db)
+	if err != nil {
+		return c.dbErr("read pauses", err)
+	}
+	for _, p := range paused {
+		rep.Paused = append(rep.Paused, pauseReport{EventType: c.jsonString(p.EventType), Reason: c.jsonString(p.Reason),
+			Since: p.Since, LeftSeconds: p.Left.Seconds()})
 	}
 	if nFailed > 0 && snap.Failed > 0 {
 		failed, err := newestFailed(ctx, db, nFailed)
@@ -290,6 +311,22 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
 	fmt.Fprintf(&b, "%-17s%d\n", "held keys:", rep.HeldKeys)
 	fmt.Fprintf(&b, "%-17s%s (retention: workers delete SENT rows after Config.Retention.Sent, 24h by default)\n", "oldest sent:", sentAge(rep.OldestSentSeconds))
+	if rep.Cancelled > 0 {
+		fmt.Fprintf(&b, "%-17s%d (never delivered; `outboxgen purge --status cancelled` deletes them)\n", "cancelled:", rep.Cancelled)
+	}
+	if len(rep.Paused) > 0 {
+		fmt.Fprintf(&b, "\npaused event types (not claimed by any worker; `outboxgen resume TYPE`):\n")
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "  EVENT TYPE\tSINCE\tENDS IN\tREASON")
+		for _, p := range rep.Paused {
+			ends := "at resume"
+			if p.LeftSeconds > 0 {
+				ends = formatAge(secondsAge(p.LeftSeconds))
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", termesc.Line(p.EventType), formatTime(p.Since), ends, dashIfEmpty(termesc.Line(opsOneLine(p.Reason))))
+		}
+		w.Flush()
+	}
 	if rep.BrokenKeys > 0 {
 		fmt.Fprintf(&b, "%-17s%d (a row was changed by hand: THE KEY CANNOT MOVE until a worker repairs it)\n", "broken keys:", rep.BrokenKeys)
 	}
@@ -359,7 +396,7 @@ func pendingAge(pending int64, seconds float64) string {
 // add is the sum of two types' counts that share a key in the report; ages are the larger.
 func (a typeReport) add(b typeReport) typeReport {
 	return typeReport{Pending: a.Pending + b.Pending, Due: a.Due + b.Due, Processing: a.Processing + b.Processing,
-		Stale: a.Stale + b.Stale, Stuck: a.Stuck + b.Stuck, Failed: a.Failed + b.Failed, Held: a.Held + b.Held,
+		Stale: a.Stale + b.Stale, Stuck: a.Stuck + b.Stuck, Failed: a.Failed + b.Failed, Cancelled: a.Cancelled + b.Cancelled, Held: a.Held + b.Held,
 		OldestPendingSeconds: max(a.OldestPendingSeconds, b.OldestPendingSeconds),
 		OldestDueSeconds:     max(a.OldestDueSeconds, b.OldestDueSeconds)}
 }

@@ -61,6 +61,13 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := w.clock.Now()
+	types := w.claimTypes(ctx)
+	// The read of the pauses may take a moment, in which a table can turn out to need a newer
+	// outboxgen, so the loop's check is made again.
+	if len(types) == 0 || w.schemaHeld() { // every type is paused, or claims are held
+		w.cfg.Observer.Claimed(0, since(w.clock, start))
+		return nil, false, nil
+	}
 	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false, fmt.Errorf("begin claim: %w", err)
@@ -73,7 +80,7 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 		}
 	}()
 	db := inlineExec{tx}
-	rows, more, err := w.lockDue(ctx, db, n, from)
+	rows, more, err := w.lockDue(ctx, db, n, from, types)
 	if err != nil {
 		return nil, false, err
 	}
@@ -122,19 +129,19 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	return out, more, nil
 }
 
-// lockDue locks up to n due rows of this router's types after from, inside the claim's
+// lockDue locks up to n due rows of the given types after from, inside the claim's
 // transaction. It reads the ids of the first 2n due rows in index order without locking. It
 // then locks the first n of them by primary key with SKIP LOCKED, so claims never wait for
 // each other. When other claims hold some, it takes the rest of the window, then the next
 // window, up to claimRounds of them. When every window was held, it falls back to a SKIP
 // LOCKED scan of the claim index. more says due rows were left past the last window.
-func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPos) (rows []store.MessageClaimLockIDsRow, more bool, err error) {
+func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPos, types []string) (rows []store.MessageClaimLockIDsRow, more bool, err error) {
 	if from.due.IsZero() {
 		from.due = claimFromStart
 	}
 	have := map[int64]bool{}
 	lock := func(ids []int64, limit int) error {
-		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: w.types, Limit: int32(limit)})
+		locked, err := q.MessageClaimLockIDs(ctx, db, store.MessageClaimLockIDsParams{Ids: ids, EventTypes: types, Limit: int32(limit)})
 		if err != nil {
 			return fmt.Errorf("claim lock: %w", err)
 		}
@@ -147,7 +154,7 @@ func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPo
 	after := from
 	for round := 0; round < claimRounds && len(rows) < n; round++ {
 		cands, err := q.MessageClaimCandidates(ctx, db, store.MessageClaimCandidatesParams{
-			AfterDue: after.due, AfterID: after.id, EventTypes: w.types, Limit: int32(2 * n)})
+			AfterDue: after.due, AfterID: after.id, EventTypes: types, Limit: int32(2 * n)})
 		if err != nil {
 			return nil, false, fmt.Errorf("claim candidates: %w", err)
 		}
@@ -186,7 +193,7 @@ func (w *Worker) lockDue(ctx context.Context, db store.DBTX, n int, from claimPo
 		// the rows this claim locked too.
 		w.claimFallbacks.Add(1)
 		extra, err := q.MessageClaimSelect(ctx, db, store.MessageClaimSelectParams{
-			AfterDue: from.due, AfterID: from.id, EventTypes: w.types, Limit: int32(n + len(rows))})
+			AfterDue: from.due, AfterID: from.id, EventTypes: types, Limit: int32(n + len(rows))})
 		if err != nil {
 			return nil, false, fmt.Errorf("claim select: %w", err)
 		}

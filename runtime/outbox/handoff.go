@@ -131,6 +131,9 @@ func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok boo
 	if _, handles := w.router.lookup(eventType); !handles {
 		return 0, "", false
 	}
+	if w.typePaused(eventType) { // left PENDING, for a claim once the pause ends
+		return 0, "", false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// The slots a claim in progress reserved count as free. The claim takes them all while it

@@ -163,7 +163,7 @@ func TestReclaimRetriesADeadlockVictim(t *testing.T) {
 			t.Fatalf("claim: %v %v", got, err)
 		}
 		awaitLeaseExpired(t, d.DB, id)
-		rule := inj.Add(faultdriver.Rule{Match: `(?s)UPDATE outbox_messages\s+SET status\s+= IF\(attempts >= max_attempts`, Err: deadlock, Times: c.deadlocks})
+		rule := inj.Add(faultdriver.Rule{Match: `(?s)UPDATE outbox_messages\s+SET status\s+= IF\(cancelled_at IS NOT NULL, .CANCELLED., IF\(attempts >= max_attempts`, Err: deadlock, Times: c.deadlocks})
 		n, err := w.reclaimOnce(ctx)
 		if hits := rule.Hits(); hits != c.deadlocks {
 			t.Errorf("%d deadlocks: the reclaim's UPDATE was refused %d times, want %d", c.deadlocks, hits, c.deadlocks)

@@ -319,12 +319,32 @@ func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 			continue
 		}
 		for _, stmt := range u.Statements {
-			if alterTarget(stmt) == t.name {
-				out = append(out, stmt)
+			if alterTarget(stmt) != t.name {
+				continue
 			}
+			// An upgrade stopped after this statement left the column, and MySQL has no ADD
+			// COLUMN IF NOT EXISTS.
+			if c := addedColumn(stmt); c != "" {
+				if _, ok := st.columns[c]; ok {
+					continue
+				}
+			}
+			out = append(out, stmt)
 		}
 	}
 	return out, nil
+}
+
+// addColumnOnly matches an ALTER TABLE whose one change is ADD COLUMN, with an optional
+// ALGORITHM clause.
+var addColumnOnly = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+\S+\s+ADD\s+COLUMN\s+` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `\s+[^,]+(,\s*ALGORITHM\s*=\s*\w+)?\s*$`)
+
+// addedColumn is the lowercased column of an ALTER TABLE that only adds it, else "".
+func addedColumn(stmt string) string {
+	if m := addColumnOnly.FindStringSubmatch(strings.TrimSpace(stmt)); m != nil {
+		return strings.ToLower(m[1])
+	}
+	return ""
 }
 
 // mismatchError says that a table of outboxgen's name is not outboxgen's.
@@ -399,6 +419,7 @@ var columnSince = map[string]int{
 	"outbox_messages.headers":      3,
 	"outbox_messages.ordering_key": 4,
 	"outbox_messages.ordering_seq": 4,
+	"outbox_messages.cancelled_at": 5,
 }
 
 // columnDef splits a column line of schema.sql, a name, a type and the column's options.

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -165,7 +166,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	d := testdb.Migrated(t)
 	d.MustExec(t, "ALTER TABLE outbox_messages COMMENT = 'outboxgen schema 99'")
 	err := Migrate(context.Background(), d.DB)
-	if err == nil || !strings.Contains(err.Error(), "table outbox_messages is at schema version 99, newer than this outboxgen's 4") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("table outbox_messages is at schema version 99, newer than this outboxgen's %d", SchemaVersion)) {
 		t.Errorf("Migrate over a newer table: err = %v", err)
 	}
 }

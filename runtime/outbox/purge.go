@@ -13,7 +13,8 @@ import (
 
 // PurgeFilter selects what Purge deletes.
 type PurgeFilter struct {
-	// Status is StatusSent or StatusFailed. Anything else is an error. Required.
+	// Status is StatusSent, StatusFailed or StatusCancelled. Anything else is an error.
+	// Required. A cancelled row's age counts from its cancelled_at.
 	Status Status
 	// OlderThan is the retention. Rows sent or failed more than OlderThan ago, by the database
 	// clock, are deleted. It must be >= 0, and 0 when IDs is set. The purge scans by
@@ -35,7 +36,7 @@ type PurgeFilter struct {
 // maxPurgeIDs bounds PurgeFilter.IDs.
 const maxPurgeIDs = 10000
 
-// Purge deletes SENT or FAILED rows older than f.OlderThan, or exactly f.IDs. It deletes in
+// Purge deletes SENT, FAILED or CANCELLED rows older than f.OlderThan, or exactly f.IDs. It deletes in
 // batches of f.BatchSize, each its own short statement, until none is left or ctx is done. It
 // returns the number deleted, also when it stops early with an error. With f.DryRun it returns
 // the number it would delete.
@@ -43,8 +44,8 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if db == nil {
 		return 0, errors.New("outbox: Purge: nil db")
 	}
-	if f.Status != StatusSent && f.Status != StatusFailed {
-		return 0, fmt.Errorf("outbox: Purge: Status must be %s or %s, not %q", StatusSent, StatusFailed, f.Status)
+	if f.Status != StatusSent && f.Status != StatusFailed && f.Status != StatusCancelled {
+		return 0, fmt.Errorf("outbox: Purge: Status must be %s, %s or %s, not %q", StatusSent, StatusFailed, StatusCancelled, f.Status)
 	}
 	if f.OlderThan < 0 {
 		return 0, fmt.Errorf("outbox: Purge: OlderThan must be >= 0, got %s", f.OlderThan)
@@ -68,9 +69,12 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 	if f.DryRun {
 		var n int64
 		var err error
-		if f.Status == StatusSent {
+		switch f.Status {
+		case StatusSent:
 			n, err = q.MessageCountPurgeSent(ctx, sdb(db), store.MessageCountPurgeSentParams{OlderThanUs: olderUs})
-		} else {
+		case StatusCancelled:
+			n, err = q.MessageCountPurgeCancelled(ctx, sdb(db), store.MessageCountPurgeCancelledParams{OlderThanUs: olderUs})
+		default:
 			n, err = q.MessageCountPurgeFailed(ctx, sdb(db), store.MessageCountPurgeFailedParams{OlderThanUs: olderUs})
 		}
 		if err != nil {
@@ -86,8 +90,11 @@ func Purge(ctx context.Context, db *sql.DB, f PurgeFilter) (int64, error) {
 		var n int64
 		var err error
 		n, err = execReadCommitted(ctx, db, func(tx *sql.Tx) (int64, error) {
-			if f.Status == StatusSent {
+			switch f.Status {
+			case StatusSent:
 				return q.MessagePurgeSent(ctx, tx, store.MessagePurgeSentParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
+			case StatusCancelled: // a cancelled message left its key's queue when it was cancelled
+				return q.MessagePurgeCancelled(ctx, tx, store.MessagePurgeCancelledParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
 			}
 			n, err := q.MessagePurgeFailed(ctx, tx, store.MessagePurgeFailedParams{OlderThanUs: olderUs, Limit: int32(f.BatchSize)})
 			if err != nil || n == 0 {

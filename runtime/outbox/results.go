@@ -223,7 +223,8 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
 	release := newKeyRelease(batch)
-	if len(tokens)+others+release.count > 1 {
+	cancels := cancelReleases(batch)
+	if len(tokens)+others+release.count+len(cancels) > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
@@ -288,6 +289,9 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 		} else {
 			refusedRes = append(refusedRes, r)
 		}
+	}
+	if err := releaseCancelled(ctx, db, cancels); err != nil {
+		return 0, 0, err
 	}
 	if tx != nil {
 		if err := tx.Commit(); err != nil {

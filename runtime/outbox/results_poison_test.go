@@ -65,7 +65,7 @@ func TestOneRefusedWriteKeepsTheOthers(t *testing.T) {
 	for _, m := range got {
 		batch = append(batch, w.handle(ctx, m))
 	}
-	refuse := inj.Fail(`SET status\s+= 'PENDING',\s+next_attempt_at`, errors.New("Error 1366: Incorrect string value"))
+	refuse := inj.Fail(`SET status\s+= IF\(cancelled_at IS NULL, 'PENDING', 'CANCELLED'\),\s+next_attempt_at`, errors.New("Error 1366: Incorrect string value"))
 	written, _ := w.writeResultsUntil(ctx, batch, time.Now().Add(300*time.Millisecond), func() bool { return false })
 	refuse.Remove()
 	if written != 10 {

@@ -242,10 +242,12 @@ func TestTableSchemas(t *testing.T) {
 		t.Fatalf("TableSchemas: %d tables, want %d", len(got), len(names))
 	}
 	for i, s := range got {
-		want := TableSchema{Table: names[i], Exists: true, Version: SchemaVersion, Min: SchemaVersion, Comment: fmt.Sprintf("outboxgen schema %d", SchemaVersion)}
+		want := TableSchema{Table: names[i], Exists: true, Version: SchemaVersion, Min: currentMin,
+			Comment: fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion, currentMin), minNamed: true}
 		switch names[i] {
 		case "outbox_inbox":
-			want.Version, want.Comment = SchemaVersion+1, fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion+1, SchemaVersion)
+			want.Version, want.Min = SchemaVersion+1, SchemaVersion
+			want.Comment = fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion+1, SchemaVersion)
 			want.minNamed = true
 		case "outbox_job_runs":
 			want = TableSchema{Table: names[i]}

@@ -9,7 +9,7 @@ import (
 // Status is a row's state in outbox_messages.
 type Status string
 
-// The four states of a message.
+// The states a worker writes. StatusCancelled, which only an operator writes, is in cancel.go.
 const (
 	StatusPending    Status = "PENDING"    // waiting for next_attempt_at, then claimable
 	StatusProcessing Status = "PROCESSING" // claimed, with a lease that ends at reclaim_after
@@ -35,6 +35,8 @@ type TypeCounts struct {
 	Stuck int64
 	// Failed rows, waiting for Retry or Purge.
 	Failed int64
+	// Cancelled rows, which an operator cancelled and Purge deletes.
+	Cancelled int64
 	// OldestPending is the age of the oldest pending row by created_at, on the database clock.
 	// It is 0 when none is pending. It includes rows delayed or backed off into the future.
 	OldestPending time.Duration
@@ -52,6 +54,8 @@ type TypeCounts struct {
 // Snapshot is what Stats returns, the totals and the same counts per event type.
 type Snapshot struct {
 	Pending, Due, Processing, Stale, Stuck, Failed int64
+	// Cancelled counts the CANCELLED rows, kept until Purge.
+	Cancelled int64
 	// OldestPending and OldestDue are the largest over all types.
 	OldestPending, OldestDue time.Duration
 	// ByType holds the counts of every event type that has a pending, processing or failed
@@ -80,7 +84,7 @@ type Snapshot struct {
 // all.
 const MaxHeldListed = 100
 
-// Stats counts the table's PENDING, PROCESSING and FAILED rows by event type. Due-now, stale
+// Stats counts the table's PENDING, PROCESSING, FAILED and CANCELLED rows by event type. Due-now, stale
 // and stuck come from each row's own lease, so Stats needs no worker configuration. Any
 // process, and `outboxgen status`, therefore sees the same numbers. The counts are one query,
 // on the database clock.
@@ -93,7 +97,7 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	for _, r := range rows {
 		tc := TypeCounts{
 			Pending: r.Pending, Due: r.Due, Processing: r.Processing, Stale: r.Stale,
-			Stuck: r.Stuck, Failed: r.Failed, OldestPending: durationFromMicros(r.OldestPendingUs),
+			Stuck: r.Stuck, Failed: r.Failed, Cancelled: r.Cancelled, OldestPending: durationFromMicros(r.OldestPendingUs),
 			OldestDue: durationFromMicros(r.OldestDueUs),
 		}
 		s.ByType[r.EventType] = tc
@@ -103,6 +107,7 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 		s.Stale += tc.Stale
 		s.Stuck += tc.Stuck
 		s.Failed += tc.Failed
+		s.Cancelled += tc.Cancelled
 		s.OldestPending = max(s.OldestPending, tc.OldestPending)
 		s.OldestDue = max(s.OldestDue, tc.OldestDue)
 	}

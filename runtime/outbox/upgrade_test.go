@@ -112,13 +112,15 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 
 	// What a version-1 database still needs.
 	stmts, err := SchemaUpgrade(ctx, d.DB)
-	// Versions 2, 3 and 4 alter the three tables; version 4 also creates the two ordering tables.
-	if err != nil || len(stmts) != 11 {
-		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want 9 ALTER TABLEs and 2 CREATE TABLEs", len(stmts), err)
+	// Versions 2 to 5 alter the three tables (5 with three statements on outbox_messages);
+	// versions 4 and 5 also create the two ordering tables and outbox_pauses.
+	if err != nil || len(stmts) != 17 {
+		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want 14 ALTER TABLEs and 3 CREATE TABLEs", len(stmts), err)
 	}
 	for _, s := range stmts {
-		if !strings.HasPrefix(s, "ALTER TABLE ") && !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_ordering") {
-			t.Errorf("upgrade statement %q, want ALTER TABLE or the ordering tables' CREATE", s)
+		if !strings.HasPrefix(s, "ALTER TABLE ") && !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_ordering") &&
+			!strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_pauses") {
+			t.Errorf("upgrade statement %q, want ALTER TABLE or the CREATE of the ordering tables or outbox_pauses", s)
 		}
 	}
 	// This version's worker refuses the old tables, saying what to do.
@@ -154,7 +156,7 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 		}
 	}
 	for table, comment := range tableVersions(t, d) {
-		if want := fmt.Sprintf("outboxgen schema %d", SchemaVersion); comment != want {
+		if want := fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion, currentMin); comment != want {
 			t.Errorf("table %s comment %q after Migrate, want %q", table, comment, want)
 		}
 	}
@@ -317,20 +319,20 @@ func TestMigrateUpgradesV2ToCurrent(t *testing.T) {
 		t.Errorf("version-2 row after the upgrade to %d: %+v, %v; want its payload, no headers, no ordering key", SchemaVersion, rec, err)
 	}
 	for table, comment := range tableVersions(t, d) {
-		if want := fmt.Sprintf("outboxgen schema %d", SchemaVersion); comment != want {
+		if want := fmt.Sprintf("outboxgen schema %d min %d", SchemaVersion, currentMin); comment != want {
 			t.Errorf("table %s comment %q, want %q", table, comment, want)
 		}
 	}
 	// The upgrade to version 4 is not additive (an older worker would claim ordered rows out of
-	// order): every table's min is the version, which the mark without min says, and which every
-	// earlier outboxgen reads as the version it is (one that knew no min would misread a min).
+	// order), so the min is 4. Version 5 is additive (an ENUM value and a table version 4 never
+	// uses) and keeps it.
 	schemas, err := TableSchemas(context.Background(), d.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range schemas {
-		if !s.Exists || s.Version != SchemaVersion || s.Min != SchemaVersion {
-			t.Errorf("table %s after the upgrade: %+v, want version and min %d", s.Table, s, SchemaVersion)
+		if !s.Exists || s.Version != SchemaVersion || s.Min != currentMin {
+			t.Errorf("table %s after the upgrade: %+v, want version %d and min %d", s.Table, s, SchemaVersion, currentMin)
 		}
 	}
 }

@@ -59,6 +59,8 @@ type Worker struct {
 
 	// schema stops claims while a table needs a newer outboxgen.
 	schema schemaGate
+	// pauses holds the event types paused fleet-wide, which claims and hand-offs leave alone.
+	pauses pauseView
 
 	// Test seams.
 	testSignals      workerTestSignals
@@ -128,6 +130,9 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 	}
 	// Without the tables every poll would log "doesn't exist" forever. Say what to do once.
 	if _, err := q.SchemaProbe(ctx, db); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
+	}
+	if _, err := q.PauseProbe(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
 	}
 	w := &Worker{

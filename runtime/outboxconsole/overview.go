@@ -32,7 +32,14 @@ type heldRow struct {
 	For        string
 }
 
+// pausedRow is one event type paused with outboxgen pause or outbox.Pause.
+type pausedRow struct {
+	Type, Reason, Since, Ends string
+}
+
 type overviewData struct {
+	Paused                 []pausedRow
+	Cancelled              int64
 	HeldKeys               int64
 	OldestHeld             string
 	Held                   []heldRow
@@ -74,6 +81,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, c.clean)
 		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
 		d.BrokenKeys, d.Broken = snap.BrokenKeys, brokenRows(snap.Broken, c.clean)
+		d.Cancelled = snap.Cancelled
+		d.Paused, err = c.pausedRows(ctx)
+		if err != nil {
+			d.Err = c.errText(err)
+			status = http.StatusServiceUnavailable
+		}
 		for _, h := range snap.Held {
 			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadType: c.clean(h.HeadEventType),
 				HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, For: formatAge(h.For)})
@@ -89,6 +102,24 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Type < d.Types[j].Type })
 	}
 	c.renderRefresh(w, r, status, "overview", d, 10)
+}
+
+// pausedRows lists the pauses in force for the banner, their text made inert by c.clean and
+// html/template.
+func (c *Console) pausedRows(ctx context.Context) ([]pausedRow, error) {
+	ps, err := outbox.Pauses(ctx, c.db)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pausedRow, len(ps))
+	for i, p := range ps {
+		ends := "at resume"
+		if !p.Until.IsZero() {
+			ends = "in " + formatAge(p.Left)
+		}
+		out[i] = pausedRow{Type: c.clean(p.EventType), Reason: c.clean(p.Reason), Since: p.Since.UTC().Format(time.RFC3339), Ends: ends}
+	}
+	return out, nil
 }
 
 // failedWithin counts the messages that FAILED within window of the database clock, which

@@ -60,7 +60,7 @@ type StatsCollector struct {
 	db      outbox.DBTX
 	timeout time.Duration
 
-	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken *prometheus.Desc
+	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, paused *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -84,8 +84,11 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		db:      db,
 		timeout: DefaultStatsTimeout,
 		messages: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "messages"),
-			"Rows by event type and status (PENDING, PROCESSING, FAILED; never SENT).",
+			"Rows by event type and status (PENDING, PROCESSING, FAILED, CANCELLED; never SENT).",
 			[]string{"event_type", "status"}, nil),
+		paused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "paused_event_type"),
+			"1 for each event type paused with outboxgen pause or outbox.Pause: no worker claims it. Alert when one stays paused longer than planned.",
+			[]string{"event_type"}, nil),
 		due: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "due_messages"),
 			"PENDING rows whose next_attempt_at has passed: waiting only for a worker.", nil, nil),
 		oldest: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_pending_age_seconds"),
@@ -114,7 +117,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused} {
 		ch <- d
 	}
 }
@@ -135,7 +138,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range []struct {
 			status outbox.Status
 			n      int64
-		}{{outbox.StatusPending, tc.Pending}, {outbox.StatusProcessing, tc.Processing}, {outbox.StatusFailed, tc.Failed}} {
+		}{{outbox.StatusPending, tc.Pending}, {outbox.StatusProcessing, tc.Processing}, {outbox.StatusFailed, tc.Failed}, {outbox.StatusCancelled, tc.Cancelled}} {
 			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(st.n), eventType, string(st.status))
 		}
 	}
@@ -147,6 +150,18 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
+	paused, err := outbox.Pauses(ctx, c.db)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.paused, err)
+	}
+	pausedSeen := make(map[string]bool, len(paused))
+	for _, p := range paused {
+		t := outboxlabel.Escape(p.EventType) // label values must be UTF-8
+		if !pausedSeen[t] {
+			pausedSeen[t] = true
+			ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, 1, t)
+		}
+	}
 	seen := make(map[string]bool, len(s.Held))
 	for _, h := range s.Held {
 		key := outboxlabel.Escape(h.OrderingKey) // label values must be UTF-8
@@ -166,5 +181,6 @@ func addCounts(a, b outbox.TypeCounts) outbox.TypeCounts {
 	a.Pending += b.Pending
 	a.Processing += b.Processing
 	a.Failed += b.Failed
+	a.Cancelled += b.Cancelled
 	return a
 }

@@ -186,8 +186,9 @@ outbox_stuck_seen_total 0
 
 	// The gauges, read on this scrape: only the FAILED doomed row is left (SENT rows never count).
 	wantGauges := `
-# HELP outbox_messages Rows by event type and status (PENDING, PROCESSING, FAILED; never SENT).
+# HELP outbox_messages Rows by event type and status (PENDING, PROCESSING, FAILED, CANCELLED; never SENT).
 # TYPE outbox_messages gauge
+outbox_messages{event_type="doomed",status="CANCELLED"} 0
 outbox_messages{event_type="doomed",status="FAILED"} 1
 outbox_messages{event_type="doomed",status="PENDING"} 0
 outbox_messages{event_type="doomed",status="PROCESSING"} 0
@@ -310,11 +311,13 @@ func TestStatsCollectorGauges(t *testing.T) {
 
 	c := outboxprom.NewStatsCollector(db, outboxprom.WithTimeout(2*time.Second))
 	want := `
-# HELP outbox_messages Rows by event type and status (PENDING, PROCESSING, FAILED; never SENT).
+# HELP outbox_messages Rows by event type and status (PENDING, PROCESSING, FAILED, CANCELLED; never SENT).
 # TYPE outbox_messages gauge
+outbox_messages{event_type="invoice_paid",status="CANCELLED"} 0
 outbox_messages{event_type="invoice_paid",status="FAILED"} 0
 outbox_messages{event_type="invoice_paid",status="PENDING"} 1
 outbox_messages{event_type="invoice_paid",status="PROCESSING"} 0
+outbox_messages{event_type="welcome_email",status="CANCELLED"} 0
 outbox_messages{event_type="welcome_email",status="FAILED"} 0
 outbox_messages{event_type="welcome_email",status="PENDING"} 3
 outbox_messages{event_type="welcome_email",status="PROCESSING"} 0

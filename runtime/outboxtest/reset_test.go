@@ -38,7 +38,7 @@ func TestResetKnowsEveryTable(t *testing.T) {
 	}
 
 	// A row in every table: an ordered message (its key and queue entry), an inbox entry, a
-	// job run.
+	// job run, a pause.
 	if err := outbox.InTx(ctx, db, func(tx *sql.Tx) error {
 		if _, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "e", Payload: []byte(`{}`), OrderingKey: "k"}); err != nil {
 			return err
@@ -49,6 +49,9 @@ func TestResetKnowsEveryTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO outbox_job_runs (job, period_start, started_at, finished_at) VALUES ('j', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Pause(ctx, db, "e", outbox.PauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	count := func(table string) (n int) {

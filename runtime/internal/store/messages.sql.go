@@ -554,7 +554,7 @@ func (q *Queries) MessageGet(ctx context.Context, db DBTX, id int64) (MessageGet
 
 const messageGiveBack = `-- name: MessageGiveBack :execrows
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
-SET status          = 'PENDING',
+SET status          = IF(cancelled_at IS NULL, 'PENDING', 'CANCELLED'),
     attempts        = GREATEST(attempts, 1) - 1,
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE id = ?
@@ -570,7 +570,8 @@ type MessageGiveBackParams struct {
 // Fenced. It serves a claimed row whose handler never ran, or was cut off by the shutdown
 // deadline. A prefetched row may have waited too long for a slot, or the worker shut down
 // first. The row goes back to PENDING, due at once. It gets its claim's attempt back, since that
-// was not a real attempt. last_error keeps the previous real failure.
+// was not a real attempt. last_error keeps the previous real failure. A row an operator
+// cancelled meanwhile becomes CANCELLED instead.
 func (q *Queries) MessageGiveBack(ctx context.Context, db DBTX, arg MessageGiveBackParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageGiveBack, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -950,7 +951,7 @@ func (q *Queries) MessageMarkFailed(ctx context.Context, db DBTX, arg MessageMar
 
 const messageMarkRetry = `-- name: MessageMarkRetry :execrows
 UPDATE outbox_messages FORCE INDEX (PRIMARY)
-SET status          = 'PENDING',
+SET status          = IF(cancelled_at IS NULL, 'PENDING', 'CANCELLED'),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())),
     last_error      = ?
 WHERE id = ?
@@ -965,7 +966,8 @@ type MessageMarkRetryParams struct {
 	ClaimToken sql.NullString
 }
 
-// Fenced. The row goes back to PENDING after a backoff that Go computes and SQL applies.
+// Fenced. The row goes back to PENDING after a backoff that Go computes and SQL applies. A row
+// an operator cancelled while it ran becomes CANCELLED instead.
 func (q *Queries) MessageMarkRetry(ctx context.Context, db DBTX, arg MessageMarkRetryParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageMarkRetry,
 		arg.DelayUs,
@@ -1068,10 +1070,11 @@ func (q *Queries) MessagePurgeSent(ctx context.Context, db DBTX, arg MessagePurg
 
 const messageReclaimStale = `-- name: MessageReclaimStale :execrows
 UPDATE outbox_messages
-SET status          = IF(attempts >= max_attempts, 'FAILED', 'PENDING'),
-    failed_at       = IF(attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
+SET status          = IF(cancelled_at IS NOT NULL, 'CANCELLED', IF(attempts >= max_attempts, 'FAILED', 'PENDING')),
+    failed_at       = IF(cancelled_at IS NULL AND attempts >= max_attempts, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), failed_at),
     last_error      = CONCAT('lease expired (claim ', COALESCE(claim_token, x''), '): its worker died or its handler outlived the lease',
-                         IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt'),
+                         IF(cancelled_at IS NOT NULL, '; cancelled while it ran',
+                            IF(attempts >= max_attempts, '; attempts exhausted', '; reclaimed for another attempt')),
                          COALESCE(CONCAT('; the error before: ', LEFT(last_error, 2000)), x'')),
     next_attempt_at = TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
 WHERE status = 'PROCESSING'
@@ -1080,7 +1083,9 @@ LIMIT ?
 `
 
 // Leases that expired, because the claiming worker died or hung. The rows go back to PENDING, or
-// to FAILED when the attempts are exhausted. attempts counted the claim already, so the reclaim
+// to FAILED when the attempts are exhausted, or to CANCELLED when an operator cancelled them
+// while they ran. A cancelled ordered row keeps its queue entry here. The maintenance's repair
+// of broken keys removes it, since a CANCELLED head never runs again. attempts counted the claim already, so the reclaim
 // adds none. A message that kills its worker thus cannot loop forever. Assignments run left to
 // right and see earlier ones. Every IF therefore tests attempts and max_attempts, which this
 // statement does not change. last_error says what happened either way, since a crash or a hang
@@ -1203,12 +1208,13 @@ SELECT m.event_type,
                 AND TIMESTAMPDIFF(MICROSECOND, m.claimed_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
                     > 3 * TIMESTAMPDIFF(MICROSECOND, m.claimed_at, m.reclaim_after)), 0) AS SIGNED) AS stuck,
        CAST(COALESCE(SUM(m.status = 'FAILED'), 0) AS SIGNED) AS failed,
+       CAST(COALESCE(SUM(m.status = 'CANCELLED'), 0) AS SIGNED) AS cancelled,
        CAST(COALESCE(MAX(IF(m.status = 'PENDING', TIMESTAMPDIFF(MICROSECOND, m.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_pending_us,
        CAST(COALESCE(MAX(IF(m.status = 'PENDING' AND m.next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
                              AND (m.ordering_key IS NULL OR m.ordering_seq = (SELECT MIN(q.seq) FROM outbox_ordering_queue q WHERE q.ordering_key = m.ordering_key)),
                             TIMESTAMPDIFF(MICROSECOND, m.next_attempt_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())), NULL)), 0) AS SIGNED) AS oldest_due_us
 FROM outbox_messages m
-WHERE m.status IN ('PENDING', 'PROCESSING', 'FAILED')
+WHERE m.status IN ('PENDING', 'PROCESSING', 'FAILED', 'CANCELLED')
 GROUP BY m.event_type
 ORDER BY m.event_type
 `
@@ -1221,6 +1227,7 @@ type MessageStatsByTypeRow struct {
 	Stale           int64
 	Stuck           int64
 	Failed          int64
+	Cancelled       int64
 	OldestPendingUs int64
 	OldestDueUs     int64
 }
@@ -1250,6 +1257,7 @@ func (q *Queries) MessageStatsByType(ctx context.Context, db DBTX) ([]MessageSta
 			&i.Stale,
 			&i.Stuck,
 			&i.Failed,
+			&i.Cancelled,
 			&i.OldestPendingUs,
 			&i.OldestDueUs,
 		); err != nil {

@@ -19,6 +19,7 @@ const (
 	OutboxMessagesStatusPROCESSING OutboxMessagesStatus = "PROCESSING"
 	OutboxMessagesStatusSENT       OutboxMessagesStatus = "SENT"
 	OutboxMessagesStatusFAILED     OutboxMessagesStatus = "FAILED"
+	OutboxMessagesStatusCANCELLED  OutboxMessagesStatus = "CANCELLED"
 )
 
 func (e *OutboxMessagesStatus) Scan(src interface{}) error {
@@ -56,14 +57,14 @@ func (ns NullOutboxMessagesStatus) Value() (driver.Value, error) {
 	return string(ns.OutboxMessagesStatus), nil
 }
 
-// outboxgen schema 4
+// outboxgen schema 5 min 4
 type OutboxInbox struct {
 	Consumer    string
 	IdemKey     string
 	ProcessedAt time.Time
 }
 
-// outboxgen schema 4
+// outboxgen schema 5 min 4
 type OutboxJobRun struct {
 	Job         string
 	PeriodStart time.Time
@@ -72,7 +73,7 @@ type OutboxJobRun struct {
 	FinishedAt  time.Time
 }
 
-// outboxgen schema 4
+// outboxgen schema 5 min 4
 type OutboxMessage struct {
 	ID             int64
 	EventType      string
@@ -92,17 +93,26 @@ type OutboxMessage struct {
 	Headers        sql.NullString
 	OrderingKey    sql.NullString
 	OrderingSeq    sql.NullInt64
+	CancelledAt    sql.NullTime
 }
 
-// outboxgen schema 4
+// outboxgen schema 5 min 4
 type OutboxOrdering struct {
 	OrderingKey string
 	LastSeq     int64
 }
 
-// outboxgen schema 4
+// outboxgen schema 5 min 4
 type OutboxOrderingQueue struct {
 	OrderingKey string
 	Seq         int64
 	MessageID   int64
+}
+
+// outboxgen schema 5 min 4
+type OutboxPause struct {
+	EventType   string
+	Reason      sql.NullString
+	PausedAt    time.Time
+	PausedUntil sql.NullTime
 }
