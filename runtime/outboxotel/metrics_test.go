@@ -116,6 +116,10 @@ func TestStatsGauges(t *testing.T) {
 	enqueueTx(t, ctx, db.DB, "welcome_email", outbox.Delay(time.Hour))
 	old := enqueueTx(t, ctx, db.DB, "invoice_paid")
 	db.MustExec(t, "UPDATE outbox_messages SET created_at = TIMESTAMPADD(MINUTE, -30, created_at) WHERE id = ?", old)
+	cancelled := enqueueTx(t, ctx, db.DB, "invoice_paid")
+	if n, err := outbox.Cancel(ctx, db.DB, outbox.Filter{IDs: []outbox.MessageID{cancelled}}); err != nil || n != 1 {
+		t.Fatalf("Cancel = %d, %v; want 1 message cancelled", n, err)
+	}
 	db.MustExec(t, `INSERT INTO outbox_messages (event_type, payload, status, attempts, max_attempts,
 		next_attempt_at, created_at, sent_at) VALUES ('welcome_email', '{}', 'SENT', 1, 10,
 		UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`)
@@ -141,6 +145,8 @@ func TestStatsGauges(t *testing.T) {
 		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "FAILED"}, 0},
 		{"outboxgen.messages", map[string]string{"messaging.destination.name": "invoice_paid", "outboxgen.status": "PENDING"}, 1},
 		{"outboxgen.messages", map[string]string{"messaging.destination.name": "invoice_paid", "outboxgen.status": "PROCESSING"}, 0},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "invoice_paid", "outboxgen.status": "CANCELLED"}, 1},
+		{"outboxgen.messages", map[string]string{"messaging.destination.name": "welcome_email", "outboxgen.status": "CANCELLED"}, 0},
 		{"outboxgen.due.messages", nil, 3},
 		{"outboxgen.stale.messages", nil, 1},
 		{"outboxgen.stuck.messages", nil, 1},
@@ -149,8 +155,8 @@ func TestStatsGauges(t *testing.T) {
 			t.Errorf("%s%v = %v (%d points), want %v", c.name, c.attrs, v, n, c.want)
 		}
 	}
-	if _, n := point(got["outboxgen.messages"], nil); n != 6 {
-		t.Errorf("outboxgen.messages: %d series, want 6 (3 statuses x 2 types; never SENT)", n)
+	if _, n := point(got["outboxgen.messages"], nil); n != 8 {
+		t.Errorf("outboxgen.messages: %d series, want 8 (4 statuses x 2 types; never SENT)", n)
 	}
 	if age, _ := point(got["outboxgen.oldest_pending.age"], nil); age < 1800 || age > 1900 {
 		t.Errorf("outboxgen.oldest_pending.age = %v, want about 1800 (the invoice_paid row made 30m old)", age)

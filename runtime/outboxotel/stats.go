@@ -36,7 +36,7 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		return g
 	}
 	messages := gauge("outboxgen.messages", "{message}",
-		"Rows by event type and status (PENDING, PROCESSING, FAILED; never SENT).")
+		"Rows by event type and status (PENDING, PROCESSING, FAILED, CANCELLED; never SENT).")
 	due := gauge("outboxgen.due.messages", "{message}",
 		"PENDING rows whose next_attempt_at has passed: waiting only for a worker.")
 	stale := gauge("outboxgen.stale.messages", "{message}",
@@ -61,7 +61,7 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 	if err != nil {
 		return nil, err
 	}
-	statuses := []outbox.Status{outbox.StatusPending, outbox.StatusProcessing, outbox.StatusFailed}
+	statuses := []outbox.Status{outbox.StatusPending, outbox.StatusProcessing, outbox.StatusFailed, outbox.StatusCancelled}
 	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, c.statsTimeout)
 		defer cancel()
@@ -73,7 +73,7 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		// event_type is VARBINARY: a row written by other means than Enqueue may hold any bytes.
 		byType := outboxlabel.Keys(s.ByType, addCounts)
 		for eventType, tc := range byType {
-			for i, n := range []int64{tc.Pending, tc.Processing, tc.Failed} {
+			for i, n := range []int64{tc.Pending, tc.Processing, tc.Failed, tc.Cancelled} {
 				o.ObserveInt64(messages, n, metric.WithAttributes(
 					semconv.MessagingDestinationName(eventType),
 					StatusKey.String(string(statuses[i]))))
@@ -99,6 +99,7 @@ func addCounts(a, b outbox.TypeCounts) outbox.TypeCounts {
 	a.Pending += b.Pending
 	a.Processing += b.Processing
 	a.Failed += b.Failed
+	a.Cancelled += b.Cancelled
 	a.Held += b.Held
 	return a
 }
