@@ -255,7 +255,11 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		}
 		rep.Check.FailedInWindow = recent
 	}
-	for _, p := range health.Problems(snap, health.Limits{MaxDueAge: lim.maxDue, MaxHeldAge: lim.maxHeld, Window: window},
+	pausedTypes := map[string]bool{}
+	for _, p := range paused {
+		pausedTypes[p.EventType] = true
+	}
+	for _, p := range health.Problems(snap, health.Limits{MaxDueAge: lim.maxDue, MaxHeldAge: lim.maxHeld, Window: window, Paused: pausedTypes},
 		rep.Check.FailedInWindow, c.line) {
 		if p.Level != "info" { // informational lines (stale rows a live worker reclaims) do not fail the check
 			rep.Check.Problems = append(rep.Check.Problems, p.Text)

@@ -416,3 +416,32 @@ func TestStatusBrokenKeys(t *testing.T) {
 		t.Errorf("check problems %q, want the broken keys", rep.Check.Problems)
 	}
 }
+
+// A paused type's due messages wait on purpose: status --check stays green for them, says so
+// in the text, and still fails for a type nobody claims.
+func TestStatusCheckPassesOverPausedTypes(t *testing.T) {
+	t.Parallel()
+	db := testdb.Migrated(t)
+	f := fixtures{t: t, db: db}
+	f.dueSince("held_back", 1200)
+	if err := outbox.Pause(context.Background(), db.DB, "held_back", outbox.PauseOptions{Reason: "provider down"}); err != nil {
+		t.Fatal(err)
+	}
+	r := runOps(runStatus, "--dsn", db.DSN, "--check")
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "held_back") || !strings.Contains(r.stdout, "paused") {
+		t.Errorf("status does not show the pause:\n%s", r.stdout)
+	}
+
+	f.dueSince("idle_type", 1200)
+	r = runOps(runStatus, "--dsn", db.DSN, "--check", "--json")
+	mustExit(t, r, opsExitCheck)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(rep.Check.Problems, "\n")
+	if !strings.Contains(all, "idle_type") || strings.Contains(all, "held_back") {
+		t.Errorf("problems = %q, want idle_type only", rep.Check.Problems)
+	}
+}

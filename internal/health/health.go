@@ -17,6 +17,10 @@ type Limits struct {
 	MaxDueAge  time.Duration // a due message waiting longer: nobody claims, or the workers are behind
 	MaxHeldAge time.Duration // an ordering key held longer
 	Window     time.Duration // a message FAILED within it
+
+	// Paused holds the event types an operator paused. Their due messages wait on purpose, so
+	// a long wait of theirs is information, not a page.
+	Paused map[string]bool
 }
 
 // Problem is one sentence for a person. Level is "page" (a person must act now), "ticket", or
@@ -38,10 +42,12 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 	if maxDueAge > 0 && s.OldestDue > maxDueAge {
 		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
 		// rows PROCESSING within their lease tell "behind" from "nobody claims".
-		var idle, behind []string
+		var idle, behind, paused []string
 		for t, tc := range s.ByType {
 			if tc.OldestDue > maxDueAge {
-				if tc.Processing > tc.Stale {
+				if lim.Paused[t] {
+					paused = append(paused, clean(t))
+				} else if tc.Processing > tc.Stale {
 					behind = append(behind, clean(t))
 				} else {
 					idle = append(idle, clean(t))
@@ -50,6 +56,12 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 		}
 		sort.Strings(idle)
 		sort.Strings(behind)
+		sort.Strings(paused)
+		if len(paused) > 0 {
+			out = append(out, Problem{Level: "info", Text: fmt.Sprintf(
+				"due messages of %s have waited more than %s because the type is paused: outboxgen resume TYPE delivers them",
+				strings.Join(paused, ", "), FormatAge(maxDueAge))})
+		}
 		if len(idle) > 0 {
 			out = append(out, Problem{Level: "page", Text: fmt.Sprintf(
 				"due messages have waited more than %s and nobody claims them: are the workers for %s running?",

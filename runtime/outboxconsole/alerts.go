@@ -12,7 +12,11 @@ import (
 type alert = health.Problem
 
 // alerts derives the overview's alerts from a snapshot, with failedInWindow the number of
-// messages that FAILED within window.
-func alerts(s outbox.Snapshot, maxDueAge, maxHeldAge, window time.Duration, failedInWindow int64, clean func(string) string) []alert {
-	return health.Problems(s, health.Limits{MaxDueAge: maxDueAge, MaxHeldAge: maxHeldAge, Window: window}, failedInWindow, clean)
+// messages that FAILED within window and paused the event types an operator paused.
+func alerts(s outbox.Snapshot, maxDueAge, maxHeldAge, window time.Duration, failedInWindow int64, paused []outbox.PausedType, clean func(string) string) []alert {
+	types := map[string]bool{}
+	for _, p := range paused {
+		types[p.EventType] = true
+	}
+	return health.Problems(s, health.Limits{MaxDueAge: maxDueAge, MaxHeldAge: maxHeldAge, Window: window, Paused: types}, failedInWindow, clean)
 }

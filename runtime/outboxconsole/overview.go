@@ -78,15 +78,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Err = c.errText(err)
 		status = http.StatusServiceUnavailable
 	} else {
-		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, c.clean)
-		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
-		d.BrokenKeys, d.Broken = snap.BrokenKeys, brokenRows(snap.Broken, c.clean)
-		d.Cancelled = snap.Cancelled
-		d.Paused, err = c.pausedRows(ctx)
+		paused, err := outbox.Pauses(ctx, c.db)
 		if err != nil {
 			d.Err = c.errText(err)
 			status = http.StatusServiceUnavailable
 		}
+		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, paused, c.clean)
+		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
+		d.BrokenKeys, d.Broken = snap.BrokenKeys, brokenRows(snap.Broken, c.clean)
+		d.Cancelled = snap.Cancelled
+		d.Paused = c.pausedRows(paused)
 		for _, h := range snap.Held {
 			d.Held = append(d.Held, heldRow{Key: c.clean(h.OrderingKey), Head: int64(h.Head), HeadType: c.clean(h.HeadEventType),
 				HeadStatus: string(h.HeadStatus), Waiting: h.Waiting, For: formatAge(h.For)})
@@ -106,11 +107,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 
 // pausedRows lists the pauses in force for the banner, their text made inert by c.clean and
 // html/template.
-func (c *Console) pausedRows(ctx context.Context) ([]pausedRow, error) {
-	ps, err := outbox.Pauses(ctx, c.db)
-	if err != nil {
-		return nil, err
-	}
+func (c *Console) pausedRows(ps []outbox.PausedType) []pausedRow {
 	out := make([]pausedRow, len(ps))
 	for i, p := range ps {
 		ends := "at resume"
@@ -119,7 +116,7 @@ func (c *Console) pausedRows(ctx context.Context) ([]pausedRow, error) {
 		}
 		out[i] = pausedRow{Type: c.clean(p.EventType), Reason: c.clean(p.Reason), Since: p.Since.UTC().Format(time.RFC3339), Ends: ends}
 	}
-	return out, nil
+	return out
 }
 
 // failedWithin counts the messages that FAILED within window of the database clock, which
