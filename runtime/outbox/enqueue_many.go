@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
@@ -291,24 +290,9 @@ func manySeqs(ctx context.Context, tx DBTX, rows []manyRow) error {
 // nextSeqs is nextSeq for n seqs of key at once, and returns the last of them. tx is a
 // transaction, never a pool: EnqueueMany begins its own on a pool.
 func nextSeqs(ctx context.Context, tx DBTX, key string, n int64) (last int64, err error) {
-	lockDB := sendDB(tx)
-	got, err := q.OrderingKeyLock(ctx, lockDB, key)
-	if err != nil {
-		return 0, fmt.Errorf("key lock: %w", err)
-	}
-	switch {
-	case len(got) != 1 || got[0] < 0:
-		return 0, errors.New("key lock: the server failed GET_LOCK")
-	case got[0] == 1:
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if rerr := q.OrderingKeyUnlock(rctx, lockDB, key); rerr != nil && err == nil {
-				err = fmt.Errorf("key lock: release: %w", rerr)
-			}
-		}()
-	}
-	return q.OrderingNextMany(ctx, sendDB(tx), store.OrderingNextManyParams{OrderingKey: key, N: n})
+	return underKeyLock(ctx, tx, key, func() (int64, error) {
+		return q.OrderingNextMany(ctx, sendDB(tx), store.OrderingNextManyParams{OrderingKey: key, N: n})
+	})
 }
 
 // insertMessages writes chunk in one multi-row INSERT and returns the id of its first row.

@@ -49,7 +49,15 @@ func enqueueQueueEntry(ctx context.Context, tx DBTX, m Message, seq, id int64) e
 // The counter statement runs under the key's named lock, so that one session at a time waits
 // in it. The named lock waits at most a second, and then the statement runs without it.
 // "The key's named lock" in docs/design.md says why.
-func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
+func nextSeq(ctx context.Context, tx DBTX, key string) (int64, error) {
+	return underKeyLock(ctx, tx, key, func() (int64, error) {
+		return q.OrderingNext(ctx, sendDB(tx), key)
+	})
+}
+
+// underKeyLock runs counter, a statement on key's counter row, under key's named lock. The lock
+// is released afterwards, whatever happened.
+func underKeyLock(ctx context.Context, tx DBTX, key string, counter func() (int64, error)) (_ int64, err error) {
 	// A named lock belongs to a session. On a pool, one pinned connection takes and releases it.
 	lockDB := sendDB(tx)
 	if pool, ok := tx.(interface {
@@ -80,5 +88,5 @@ func nextSeq(ctx context.Context, tx DBTX, key string) (seq int64, err error) {
 			}
 		}()
 	}
-	return q.OrderingNext(ctx, sendDB(tx), key)
+	return counter()
 }
