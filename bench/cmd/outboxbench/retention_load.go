@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -90,10 +91,15 @@ type cleanerCount struct {
 	deleted int64
 	over    time.Duration
 	left    int64 // backlog rows left at the end: 0 means the cleaner finished early
+	err     error // counting failed
 }
 
 func (c cleanerCount) record(rec recordFunc, label string, err error) {
 	if err != nil {
+		return
+	}
+	if c.err != nil {
+		rec(label+", rows the cleaner deleted", result{Unit: "rows"}, c.err, 0)
 		return
 	}
 	note := fmt.Sprintf("%d backlog rows left at the end", c.left)
@@ -125,20 +131,39 @@ func (e runEnv) withBacklog(ctx context.Context, v retVariant, fn func(dbName st
 }
 
 // countCleaner returns, for the cleaning variant, a function to call as the measurement starts
-// and one to call as it ends, which fill cl.
-func countCleaner(ctx context.Context, db *sql.DB, v retVariant, first, last int64, cl *cleanerCount) (begin func(), end func()) {
+// and one to call as it ends, which fill cl. With wait, begin returns only once the cleaner has
+// deleted its first rows (the worker was started just before), so that the measurement runs
+// while it deletes.
+func countCleaner(ctx context.Context, db *sql.DB, v retVariant, first, last int64, cl *cleanerCount, wait bool) (begin func() error, end func()) {
 	var n0 int64
 	var t0 time.Time
 	var err error
-	begin = func() {
+	begin = func() error {
+		if v != retCleaning {
+			return nil
+		}
+		n0, err = countRange(ctx, db, first, last)
+		for deadline := time.Now().Add(time.Minute); wait && err == nil; {
+			var n int64
+			if n, err = countRange(ctx, db, first, last); err != nil || n < n0 {
+				n0 = n
+				break
+			}
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("the cleaner deleted none of the %d backlog rows within a minute of the worker's start", n0)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t0 = time.Now()
+		return err
+	}
+	end = func() {
 		if v != retCleaning {
 			return
 		}
-		n0, err = countRange(ctx, db, first, last)
-		t0 = time.Now()
-	}
-	end = func() {
-		if v != retCleaning || err != nil {
+		defer func() { cl.err = err }()
+		if err != nil {
 			return
 		}
 		over := time.Since(t0)
@@ -154,9 +179,11 @@ func (e runEnv) retLoadDrain(ctx context.Context, v retVariant, cl *cleanerCount
 	res := result{Unit: "msg/s"}
 	err := e.withBacklog(ctx, v, func(dbName string, db *sql.DB, first, last int64) error {
 		// The count at the start is taken before the worker starts, so it is the whole backlog.
-		begin, end := countCleaner(ctx, db, v, first, last, cl)
+		// The drain and the cleaner start together, with the worker: the count at the start is
+		// taken just before, so it is the whole backlog.
+		begin, end := countCleaner(ctx, db, v, first, last, cl, false)
 		dr, err := e.drainFrom(ctx, dbName, db, e.sz.DrainN, outbox.Config{Retention: v.retention()}, func() func() {
-			begin()
+			_ = begin() // without wait, its error is end's
 			return end
 		})
 		res.Value, res.Loss, res.Dup = dr.rate, dr.loss, dr.dup
@@ -176,8 +203,7 @@ func (e runEnv) retLoadTx(ctx context.Context, v retVariant, conc int, cl *clean
 		if err != nil {
 			return err
 		}
-		begin, end := countCleaner(ctx, db, v, first, last, cl)
-		begin()
+		begin, end := countCleaner(ctx, db, v, first, last, cl, true)
 		pool, _, err := e.srv.open(dbName, e.mode)
 		if err != nil {
 			return err
@@ -186,6 +212,9 @@ func (e runEnv) retLoadTx(ctx context.Context, v retVariant, conc int, cl *clean
 		stop, err := retWorker(ctx, pool, outbox.Config{Retention: v.retention()}, &claimTimes{}, func([]byte) {})
 		if err != nil {
 			return err
+		}
+		if err := begin(); err != nil {
+			return errors.Join(err, stop())
 		}
 		committed, elapsed, txErr := txLoop(ctx, db, conc, e.sz.TxDuration)
 		end()

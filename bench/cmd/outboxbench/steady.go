@@ -254,8 +254,8 @@ func steadyResults(rs retSizes, samples []steadySample, late int64) []result {
 		{Workload: label + ", max rows", Unit: "rows", Value: float64(maxRows),
 			Note: fmt.Sprintf("rate x (Retention.Sent + cleaner interval) = %.0f rows; %s", bound, strings.TrimSuffix(sb.String(), ";"))},
 		{Workload: label + ", max data+index size", Unit: "MiB", Value: maxMiB},
-		{Workload: label + ", max rows, first half", Unit: "rows", Value: float64(halfMax(samples, rs.SteadyDur, true))},
-		{Workload: label + ", max rows, second half", Unit: "rows", Value: float64(halfMax(samples, rs.SteadyDur, false))},
+		{Workload: label + ", max rows, first half after warm-up", Unit: "rows", Value: float64(halfMax(samples, rs, true))},
+		{Workload: label + ", max rows, second half after warm-up", Unit: "rows", Value: float64(halfMax(samples, rs, false))},
 		{Workload: label + ", claim p99, first window", Unit: "ms", Value: pct(firstC, 99), Note: fmt.Sprintf("window %s, %d claims", win, len(firstC))},
 		{Workload: label + ", claim p99, last window", Unit: "ms", Value: pct(lastC, 99), Note: fmt.Sprintf("window %s, %d claims", win, len(lastC))},
 		{Workload: label + ", lag p99, first window", Unit: "ms", Value: pct(firstL, 99)},
@@ -265,11 +265,15 @@ func steadyResults(rs retSizes, samples []steadySample, late int64) []result {
 	}
 }
 
-// halfMax is the largest row count sampled in the first or the second half of the run.
-func halfMax(samples []steadySample, dur time.Duration, first bool) int64 {
+// halfMax is the largest row count sampled in the first or the second half of the run after its
+// warm-up: the rows grow from none until the first rows are past Retention.Sent and the cleaner
+// has run, Retention.Sent plus the cleaner's interval after the start.
+func halfMax(samples []steadySample, rs retSizes, first bool) int64 {
+	warm := rs.SteadyKeep + rs.SteadyClean
+	mid := warm + (rs.SteadyDur-warm)/2
 	var m int64
 	for _, s := range samples {
-		if (s.at <= dur/2) == first {
+		if s.at > warm && (s.at <= mid) == first {
 			m = max(m, s.rows)
 		}
 	}
