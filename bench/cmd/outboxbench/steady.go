@@ -224,14 +224,16 @@ func steadyResults(rs retSizes, samples []steadySample, late int64) []result {
 	var maxRows int64
 	var maxMiB, maxLag float64
 	var sb strings.Builder
-	sb.WriteString("samples (s since start: rows, MiB data+index, claim p99 ms, lag p99 ms, messages committed):")
+	sb.WriteString("\n\n| s since start | rows | MiB data+index | claim p99 ms (claims) | lag p99 ms | messages committed |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range samples {
 		k := len(s.claims)
 		lag99 := pct(append([]float64(nil), s.lags...), 99)
-		fmt.Fprintf(&sb, " %.0f: %d, %.1f, %.2f (%d claims), %.1f, %d;", s.at.Seconds(), s.rows, s.dataMiB, pct(append([]float64(nil), s.claims...), 99), k, lag99, s.produced)
+		size := fmt.Sprintf("%.1f", s.dataMiB)
 		if s.sampleErrs != "" {
-			fmt.Fprintf(&sb, " sample error %q;", s.sampleErrs)
+			// The server's error text goes in quoted, so that it cannot break the table.
+			size = fmt.Sprintf("error %q", strings.ReplaceAll(s.sampleErrs, "|", "/"))
 		}
+		fmt.Fprintf(&sb, "| %.0f | %d | %s | %.2f (%d) | %.1f | %d |\n", s.at.Seconds(), s.rows, size, pct(append([]float64(nil), s.claims...), 99), k, lag99, s.produced)
 		maxRows, maxMiB = max(maxRows, s.rows), max(maxMiB, s.dataMiB)
 		for _, l := range s.lags {
 			maxLag = max(maxLag, l)
@@ -246,19 +248,20 @@ func steadyResults(rs retSizes, samples []steadySample, late int64) []result {
 			lastC, lastL = append(lastC, s.claims...), append(lastL, s.lags...)
 		}
 	}
+	lateNote := ""
 	if late > 0 {
-		fmt.Fprintf(&sb, " the producer began %d transactions more than 100 ms late;", late)
+		lateNote = fmt.Sprintf("; the producer began %d transactions more than 100 ms late (the machine did not keep the rate)", late)
 	}
 	bound := float64(rs.SteadyRate) * (rs.SteadyKeep + rs.SteadyClean).Seconds()
 	return []result{
 		{Workload: label + ", max rows", Unit: "rows", Value: float64(maxRows),
-			Note: fmt.Sprintf("rate x (Retention.Sent + cleaner interval) = %.0f rows; %s", bound, strings.TrimSuffix(sb.String(), ";"))},
+			Note: fmt.Sprintf("rate x (Retention.Sent + cleaner interval) = %.0f rows%s; the samples:%s", bound, lateNote, strings.TrimSuffix(sb.String(), "\n"))},
 		{Workload: label + ", max data+index size", Unit: "MiB", Value: maxMiB},
 		{Workload: label + ", max rows, first half after warm-up", Unit: "rows", Value: float64(halfMax(samples, rs, true))},
 		{Workload: label + ", max rows, second half after warm-up", Unit: "rows", Value: float64(halfMax(samples, rs, false))},
 		{Workload: label + ", claim p99, first window", Unit: "ms", Value: pct(firstC, 99), Note: fmt.Sprintf("window %s, %d claims", win, len(firstC))},
 		{Workload: label + ", claim p99, last window", Unit: "ms", Value: pct(lastC, 99), Note: fmt.Sprintf("window %s, %d claims", win, len(lastC))},
-		{Workload: label + ", lag p99, first window", Unit: "ms", Value: pct(firstL, 99)},
+		{Workload: label + ", lag p99, first window", Unit: "ms", Value: pct(firstL, 99), Note: "lag: from the producer's clock before its transaction to the handler's call"},
 		{Workload: label + ", lag p99, last window", Unit: "ms", Value: pct(lastL, 99)},
 		{Workload: label + ", lag p99", Unit: "ms", Value: pct(allL, 99)},
 		{Workload: label + ", lag max", Unit: "ms", Value: maxLag},
