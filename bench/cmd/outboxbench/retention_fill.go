@@ -84,4 +84,3 @@ func countRange(ctx context.Context, db *sql.DB, from, to int64) (int64, error) 
 	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox_messages WHERE id BETWEEN ? AND ?", from, to).Scan(&n)
 	return n, err
 }
-
