@@ -62,7 +62,7 @@ func TestOrderingNewKeysWaitersAfterRollbacks(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("enqueue %d: %v", i, err)
+				t.Errorf("enqueue %d: %v; the server's latest deadlock:\n%s", i, err, latestDeadlock(db.DB))
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("enqueue %d did not end", i)
