@@ -109,6 +109,8 @@ type statusReport struct {
 	Check                checkReport           `json:"check"`
 	// OldestSentSeconds is the age of the oldest SENT row kept (outbox.OldestSent); 0 when none.
 	OldestSentSeconds float64 `json:"oldest_sent_seconds"`
+	// Purge is the oldest open transaction and InnoDB's history list length.
+	Purge purgeReport `json:"purge"`
 }
 
 // pauseReport is one event type paused with outboxgen pause.
@@ -210,6 +212,9 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 	}
 	if anySent {
 		rep.OldestSentSeconds = oldestSent.Seconds()
+	}
+	if rep.Purge, err = c.readPurge(ctx, db); err != nil {
+		return c.dbErr("read purge lag", err)
 	}
 	for _, h := range snap.Held {
 		rep.Held = append(rep.Held, heldReport{OrderingKey: c.jsonString(h.OrderingKey), HeadID: int64(h.Head),
@@ -315,6 +320,7 @@ func (c *opsCmd) printStatus(rep statusReport, window time.Duration) {
 	fmt.Fprintf(&b, "%-17s%d\n", "failed in "+formatAge(window)+":", rep.Check.FailedInWindow)
 	fmt.Fprintf(&b, "%-17s%d\n", "held keys:", rep.HeldKeys)
 	fmt.Fprintf(&b, "%-17s%s (retention: workers delete SENT rows after Config.Retention.Sent, 24h by default)\n", "oldest sent:", sentAge(rep.OldestSentSeconds))
+	b.WriteString(purgeLine(rep.Purge))
 	if rep.Cancelled > 0 {
 		fmt.Fprintf(&b, "%-17s%d (never delivered; `outboxgen purge --status cancelled` deletes them)\n", "cancelled:", rep.Cancelled)
 	}

@@ -141,7 +141,7 @@ func TestStatusJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"broken", "broken_keys", "by_type", "cancelled", "check", "due", "failed", "held", "held_keys", "newest_failed", "oldest_due_seconds", "oldest_held_seconds", "oldest_pending_seconds", "oldest_sent_seconds", "paused", "pending", "processing", "stale", "stuck"}
+	want := []string{"broken", "broken_keys", "by_type", "cancelled", "check", "due", "failed", "held", "held_keys", "newest_failed", "oldest_due_seconds", "oldest_held_seconds", "oldest_pending_seconds", "oldest_sent_seconds", "paused", "pending", "processing", "purge", "stale", "stuck"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("top-level keys = %v, want %v", keys, want)
 	}
