@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
@@ -192,6 +193,10 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 	if set.LockMode != 0 && set.LockMode != 1 {
 		marker = sql.NullString{String: manyMarkerPrefix + newToken()[:32-len(manyMarkerPrefix)], Valid: true}
 	}
+	now, err := manyNow(set.Now)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: EnqueueMany: read the server's clock: %w", err)
+	}
 	budget := manyBudget(set.MaxPacket)
 	var queued []queueRow
 	for len(rows) > 0 {
@@ -200,7 +205,7 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 		})
 		chunk := rows[:n]
 		rows = rows[n:]
-		first, err := insertMessages(ctx, tx, chunk, o, plain, marker)
+		first, err := insertMessages(ctx, tx, chunk, o, plain, marker, now)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: EnqueueMany: ms[%d:%d]: %w", len(ids), len(ids)+n, explain(err))
 		}
@@ -221,6 +226,23 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 		}
 	}
 	return ids, nil
+}
+
+// manyNow is ManySettings' clock, text in the server's DATETIME format, as a time in UTC.
+func manyNow(v any) (time.Time, error) {
+	var s string
+	switch v := v.(type) {
+	case []byte:
+		s = string(v)
+	case string:
+		s = v
+	case time.Time:
+		return v.UTC(), nil
+	default:
+		return time.Time{}, fmt.Errorf("unexpected %T", v)
+	}
+	// Parsing accepts the fraction of a second though the layout has none.
+	return time.ParseInLocation(time.DateTime, s, time.UTC)
 }
 
 // manyBudget is the largest statement EnqueueMany sends, in bytes: the packet limit less room
@@ -295,11 +317,27 @@ func nextSeqs(ctx context.Context, tx DBTX, key string, n int64) (last int64, er
 	})
 }
 
-// insertMessages writes chunk in one multi-row INSERT and returns the id of its first row.
-func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOptions, plain bool, marker sql.NullString) (int64, error) {
-	var rec argRecorder
+// insertMessages writes chunk in one multi-row INSERT and returns the id of its first row. now
+// is the call's clock, which the inline statement writes as a literal.
+func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOptions, plain bool, marker sql.NullString, now time.Time) (int64, error) {
+	db := sendDB(tx)
+	if len(chunk) == 1 {
+		db = insertDB(tx, chunk[0].m, chunk[0].hdr)
+	}
+	_, inline := db.(inlineExec)
+	due := now.Add(time.Duration(o.delay.Microseconds()) * time.Microsecond)
+	rec := argRecorder{args: make([]any, 0, 10*len(chunk))}
 	for _, r := range chunk {
 		hdr := sql.NullString{String: r.hdr, Valid: r.hdr != ""}
+		if inline {
+			_ = q.MessageInsertManyRowInline(ctx, &rec, store.MessageInsertManyRowInlineParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
+				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
+				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
+				MaxAttempts: int32(r.m.MaxAttempts), NextAttemptAt: due, CreatedAt: now, ClaimToken: marker,
+			})
+			continue
+		}
 		if plain {
 			_ = q.MessageInsertManyRowNow(ctx, &rec, store.MessageInsertManyRowNowParams{
 				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey,
@@ -313,10 +351,6 @@ func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOpti
 			OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
 			MaxAttempts: int32(r.m.MaxAttempts), DelayUs: o.delay.Microseconds(), ClaimToken: marker,
 		})
-	}
-	db := sendDB(tx)
-	if len(chunk) == 1 {
-		db = insertDB(tx, chunk[0].m, chunk[0].hdr)
 	}
 	res, err := db.ExecContext(ctx, multiRow(rec.query, len(chunk)), rec.args...)
 	if err != nil {

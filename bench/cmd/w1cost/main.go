@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -39,12 +40,31 @@ func main() {
 	interpolate := flag.Bool("interpolate", true, "interpolateParams=true for the business statements (one round trip each, as outbox.Enqueue's own INSERT always is)")
 	size := flag.Int("payload", 200, "payload bytes (the benchmark's W1 uses 200)")
 	flag.BoolVar(&spellings, "spellings", false, "also time spellings of the enqueue statement (what its expressions cost)")
+	flag.BoolVar(&backfill, "backfill", false, "time backfill variants instead (EnqueueMany against L0 and spellings of its statement); --n is then the rounds")
+	flag.StringVar(&backfillSet, "backfill-set", "spell", "backfill variants: spell (EnqueueMany's statement taken apart) or lean (the lean statement's clock and chunk size)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.IntVar(&backfillN, "backfill-n", 16384, "messages per backfill transaction")
 	flag.Parse()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "w1cost:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*dsn, *n, *interpolate, *size); err != nil {
 		fmt.Fprintln(os.Stderr, "w1cost:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
+
+// cpuProfile: --cpuprofile.
+var cpuProfile string
 
 func run(dsn string, n int, interpolate bool, size int) error {
 	ctx := context.Background()
@@ -97,6 +117,9 @@ func run(dsn string, n int, interpolate bool, size int) error {
 		if _, err := db.ExecContext(ctx, s); err != nil {
 			return err
 		}
+	}
+	if backfill {
+		return runBackfill(ctx, db, version, n, backfillN)
 	}
 	payload := []byte(`{"seq":1,"pad":"` + strings.Repeat("x", max(0, size-len(`{"seq":1,"pad":""}`))) + `"}`)
 	small := []byte(`{"seq":1}`)
