@@ -40,6 +40,7 @@ func main() {
 	interpolate := flag.Bool("interpolate", true, "interpolateParams=true for the business statements (one round trip each, as outbox.Enqueue's own INSERT always is)")
 	size := flag.Int("payload", 200, "payload bytes (the benchmark's W1 uses 200)")
 	flag.BoolVar(&spellings, "spellings", false, "also time spellings of the enqueue statement (what its expressions cost)")
+	flag.BoolVar(&watermillVariants, "watermill", false, "also time watermill-sql's publish (its INSERT on its own table)")
 	flag.BoolVar(&backfill, "backfill", false, "time backfill variants instead (EnqueueMany against L0 and spellings of its statement); --n is then the rounds")
 	flag.StringVar(&backfillSet, "backfill-set", "spell", "backfill variants: spell (EnqueueMany's statement taken apart) or lean (the lean statement's clock and chunk size)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -143,6 +144,12 @@ func run(dsn string, n int, interpolate bool, size int) error {
 			_, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "bench.event", Payload: payload, IdempotencyKey: fmt.Sprint("user:", i)})
 			return err
 		}},
+	}
+	if watermillVariants {
+		if err := watermillSetup(ctx, db, version); err != nil {
+			return err
+		}
+		variants = append(variants, watermillInsert(payload))
 	}
 	if spellings {
 		variants = append(variants, spellingVariants(payload)...)
