@@ -325,34 +325,8 @@ func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOpti
 		db = insertDB(tx, chunk[0].m, chunk[0].hdr)
 	}
 	_, inline := db.(inlineExec)
-	due := now.Add(time.Duration(o.delay.Microseconds()) * time.Microsecond)
-	rec := argRecorder{args: make([]any, 0, 10*len(chunk))}
-	for _, r := range chunk {
-		hdr := sql.NullString{String: r.hdr, Valid: r.hdr != ""}
-		if inline {
-			_ = q.MessageInsertManyRowInline(ctx, &rec, store.MessageInsertManyRowInlineParams{
-				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
-				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
-				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
-				MaxAttempts: int32(r.m.MaxAttempts), NextAttemptAt: due, CreatedAt: now, ClaimToken: marker,
-			})
-			continue
-		}
-		if plain {
-			_ = q.MessageInsertManyRowNow(ctx, &rec, store.MessageInsertManyRowNowParams{
-				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey,
-				Headers: hdr, MaxAttempts: int32(r.m.MaxAttempts), ClaimToken: marker,
-			})
-			continue
-		}
-		_ = q.MessageInsertManyRow(ctx, &rec, store.MessageInsertManyRowParams{
-			EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
-			OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
-			OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
-			MaxAttempts: int32(r.m.MaxAttempts), DelayUs: o.delay.Microseconds(), ClaimToken: marker,
-		})
-	}
-	res, err := db.ExecContext(ctx, multiRow(rec.query, len(chunk)), rec.args...)
+	query, args := manyInsert(chunk, o, plain, inline, marker, now)
+	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -360,6 +334,39 @@ func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOpti
 		return 0, fmt.Errorf("the INSERT wrote %d rows of %d (%v)", n, len(chunk), err)
 	}
 	return res.LastInsertId()
+}
+
+// manyInsert is the multi-row INSERT of chunk and its arguments. With inline, the statement
+// whose arguments go as literals: it has no expression for the server to evaluate per row.
+func manyInsert(chunk []manyRow, o enqueueOptions, plain, inline bool, marker sql.NullString, now time.Time) (string, []any) {
+	due := now.Add(time.Duration(o.delay.Microseconds()) * time.Microsecond)
+	ctx := context.Background() // argRecorder does nothing with it
+	rec := argRecorder{args: make([]any, 0, 10*len(chunk))}
+	for _, r := range chunk {
+		hdr := sql.NullString{String: r.hdr, Valid: r.hdr != ""}
+		switch {
+		case inline:
+			_ = q.MessageInsertManyRowInline(ctx, &rec, store.MessageInsertManyRowInlineParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
+				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
+				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
+				MaxAttempts: int32(r.m.MaxAttempts), NextAttemptAt: due, CreatedAt: now, ClaimToken: marker,
+			})
+		case plain:
+			_ = q.MessageInsertManyRowNow(ctx, &rec, store.MessageInsertManyRowNowParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey,
+				Headers: hdr, MaxAttempts: int32(r.m.MaxAttempts), ClaimToken: marker,
+			})
+		default:
+			_ = q.MessageInsertManyRow(ctx, &rec, store.MessageInsertManyRowParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
+				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
+				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
+				MaxAttempts: int32(r.m.MaxAttempts), DelayUs: o.delay.Microseconds(), ClaimToken: marker,
+			})
+		}
+	}
+	return multiRow(rec.query, len(chunk)), rec.args
 }
 
 // chunkIDs are the ids of a chunk of n rows whose first id is first. With lock mode 0 or 1 they
