@@ -17,7 +17,7 @@ INSERT INTO outbox_messages (
     event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at
 ) VALUES (
     ?, ?, ?, ?, ?,
-    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
+    TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), next_attempt_at
 )
 `
 
@@ -34,7 +34,9 @@ type MessageInsertNowInlineParams struct {
 // MessageInsertNow as sendDB sends it inline. A hex literal is a binary string whatever the
 // connection's charset, and an empty one is not NULL under EMPTY_STRING_IS_NULL, so the CAST
 // and IFNULL that arguments need are left out: each expression the server evaluates shows in
-// the enqueue's cost.
+// the enqueue's cost. For the same reason the clock is evaluated once: created_at names
+// next_attempt_at, which a VALUES list may do for a column set before it in the list, and gets
+// the value just set, on MySQL and MariaDB alike.
 func (q *Queries) MessageInsertNowInline(ctx context.Context, db DBTX, arg MessageInsertNowInlineParams) (int64, error) {
 	result, err := db.ExecContext(ctx, messageInsertNowInline,
 		arg.EventType,
