@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -120,6 +121,43 @@ func backfillVariants() []backfillVariant {
 		{"L0, 512 rows", "L0 in INSERTs of 512 rows", multiInsert(512, lean, tuple("(%s,%s,10,$NOW,$NOW)", "UTC_TIMESTAMP(6)"))},
 		{"L0, placeholders", "L0 with ? for the strings (prepared unless --interpolate)", placeholders(4096)},
 	}
+	// L0 with what lock mode 2 adds: a marker in claim_token and the chunk's ids read back by it.
+	marked := func(ctx context.Context, tx *sql.Tx, ms []outbox.Message) error {
+		const marker = "many0123456789abcdef0123456789ab"
+		for len(ms) > 0 {
+			c := ms[:min(4096, len(ms))]
+			ms = ms[len(c):]
+			var b strings.Builder
+			b.WriteString("INSERT INTO outbox_messages (event_type, payload, max_attempts, next_attempt_at, created_at, claim_token) VALUES ")
+			for i, m := range c {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				tuple("(%s,%s,10,$NOW,$NOW,'"+marker+"')", lit)(&b, m)
+			}
+			res, err := tx.ExecContext(ctx, b.String())
+			if err != nil {
+				return err
+			}
+			first, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			rows, err := tx.QueryContext(ctx, "SELECT id FROM outbox_messages WHERE id >= ? AND claim_token = ? ORDER BY id LIMIT ?", first, marker, len(c))
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil || n != len(c) {
+				return fmt.Errorf("read back %d ids of %d: %v", n, len(c), err)
+			}
+		}
+		return nil
+	}
+	vs = append(vs, backfillVariant{"L0, literal clock, ids read back", "L0 with the literal clock, a marker in claim_token and each chunk's ids read back by it", marked})
 	if backfillSet == "many" {
 		vs = vs[:2]
 	}

@@ -209,11 +209,26 @@ func spellingVariants(payload []byte) []variant {
 	}
 	const all = "event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at"
 	const lean = "event_type, payload, idempotency_key, max_attempts, next_attempt_at, created_at"
+	inline := func(clock string) func(ctx context.Context, tx *sql.Tx, i int) error {
+		h := func(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
+		clock = strings.ReplaceAll(clock, "$NOW", now)
+		return func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages (event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at) VALUES ("+
+				h("bench.event")+", "+h(string(payload))+", "+h(fmt.Sprint("user:", i))+", NULL, 10, "+clock+", next_attempt_at)")
+			return err
+		}
+	}
 	return []variant{
 		{"spelling: MessageInsert", "today's statement, as Enqueue sends it", stmt(all, "$T, $P, IFNULL($K, x''), NULL, NULL, NULL, 'PENDING', 0, 10, TIMESTAMPADD(MICROSECOND, CAST(0 AS SIGNED), $NOW), $NOW")},
 		{"spelling: lean", "only the columns without defaults, no IFNULL, no delay arithmetic", stmt(lean, "$T, $P, $K, 10, $NOW, $NOW")},
 		{"spelling: lean, UTC_TIMESTAMP(6)", "the same with UTC_TIMESTAMP(6), which sqlc cannot parse", stmt(lean, "$T, $P, $K, 10, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)")},
 		{"spelling: lean, one clock", "lean, created_at copied from next_attempt_at in the statement", stmt(lean, "$T, $P, $K, 10, $NOW, next_attempt_at")},
+		{"spelling: Enqueue's inline", "the statement Enqueue sends inline: hex literals, headers NULL, the clock once", inline("$NOW")},
+		{"spelling: Enqueue's inline, UTC_TIMESTAMP(6)", "the same with UTC_TIMESTAMP(6), which sqlc cannot parse", inline("UTC_TIMESTAMP(6)")},
+		{"spelling: Enqueue's inline, quoted", "the same with '..' strings (this message needs no escaping) instead of hex", func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages (event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at) VALUES ('bench.event', '"+string(payload)+"', 'user:"+fmt.Sprint(i)+"', NULL, 10, "+now+", next_attempt_at)")
+			return err
+		}},
 		{"spelling: lean, no introducer", "lean with plain hex literals (X'..' without _utf8mb4)", func(ctx context.Context, tx *sql.Tx, i int) error {
 			h := func(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
 			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages ("+lean+") VALUES ("+h("bench.event")+", "+h(string(payload))+", "+h(fmt.Sprint("user:", i))+", 10, "+now+", "+now+")")
