@@ -33,8 +33,9 @@ import (
 // (GORM's PrepareStmt) bounded. On database/sql's own handles the values go inline, as
 // Enqueue's do; through any other handle they go as arguments.
 //
-// Every message of a call gets the same created_at, the database clock (UTC) read once as the
-// call begins; next_attempt_at is that plus Delay.
+// created_at comes from the database clock (UTC), as Enqueue's does, and next_attempt_at is
+// that plus Delay. The clock is read once per call before the first INSERT (per statement
+// through a handle that is not database/sql's own), so messages of one call share it.
 //
 // Ordered messages keep their input order within their key. Each key's seqs are taken once
 // per call, keys in byte order, so that two calls sharing keys cannot deadlock on them. Delay
