@@ -8,9 +8,13 @@
 -- increment and the lock mode say whether a multi-row INSERT's ids are consecutive: with lock
 -- mode 0 or 1 a "simple insert" (its row count known in advance) takes consecutive values,
 -- increment apart; with 2 (MySQL's default) the manual does not promise it, so ids are read back.
+-- now is the database clock (messages.sql spells it), as text so that the read needs no
+-- parseTime: the inline INSERTs write it into every row as a literal, which the server reads
+-- more cheaply than it evaluates the clock's expression once per row.
 SELECT CAST(@@max_allowed_packet AS SIGNED) AS max_packet,
        CAST(@@auto_increment_increment AS SIGNED) AS increment,
-       CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS lock_mode;
+       CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS lock_mode,
+       CAST(TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS CHAR) AS now;
 
 -- name: MessageInsertManyRow :exec
 -- One row of a multi-row MessageInsert (messages.sql says why each expression is as it is).
@@ -33,6 +37,20 @@ INSERT INTO outbox_messages (
 ) VALUES (
     sqlc.arg(event_type), CAST(sqlc.arg(payload) AS BINARY), IFNULL(sqlc.arg(idempotency_key), x''), CAST(sqlc.narg(headers) AS BINARY), sqlc.arg(max_attempts),
     TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+    sqlc.narg(claim_token)
+);
+
+-- name: MessageInsertManyRowInline :exec
+-- One row of a multi-row INSERT sent with inline literals (sendDB): every string a hex literal,
+-- every absent value NULL, the clock ManySettings' now (plus the call's delay). A hex literal is
+-- a binary string whatever the connection's charset, and an empty one is not NULL under
+-- EMPTY_STRING_IS_NULL, so the CAST and IFNULL of MessageInsertManyRow are not needed. Each
+-- expression is evaluated once per row, which a backfill of many rows pays for.
+INSERT INTO outbox_messages (
+    event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, max_attempts, next_attempt_at, created_at, claim_token
+) VALUES (
+    sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(idempotency_key), sqlc.narg(headers),
+    sqlc.narg(ordering_key), sqlc.narg(ordering_seq), sqlc.arg(max_attempts), sqlc.arg(next_attempt_at), sqlc.arg(created_at),
     sqlc.narg(claim_token)
 );
 

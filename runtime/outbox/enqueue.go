@@ -223,7 +223,16 @@ func enqueueOn(ctx context.Context, tx DBTX, m Message, o enqueueOptions, hdr st
 		return 0, err
 	}
 	var id int64
-	if m.OrderingKey == "" && o.delay == 0 {
+	_, inline := db.(inlineExec)
+	if m.OrderingKey == "" && o.delay == 0 && inline {
+		id, err = q.MessageInsertNowInline(ctx, db, store.MessageInsertNowInlineParams{
+			EventType:      m.EventType,
+			Payload:        m.Payload,
+			IdempotencyKey: m.IdempotencyKey,
+			Headers:        sql.NullString{String: hdr, Valid: hdr != ""},
+			MaxAttempts:    int32(m.MaxAttempts),
+		})
+	} else if m.OrderingKey == "" && o.delay == 0 {
 		id, err = q.MessageInsertNow(ctx, db, store.MessageInsertNowParams{
 			EventType:      m.EventType,
 			Payload:        m.Payload,

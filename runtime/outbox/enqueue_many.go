@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
@@ -31,6 +32,10 @@ import (
 // statement may have. The set of SQL texts is therefore small, which keeps a statement cache
 // (GORM's PrepareStmt) bounded. On database/sql's own handles the values go inline, as
 // Enqueue's do; through any other handle they go as arguments.
+//
+// created_at comes from the database clock (UTC), as Enqueue's does, and next_attempt_at is
+// that plus Delay. The clock is read once per call before the first INSERT (per statement
+// through a handle that is not database/sql's own), so messages of one call share it.
 //
 // Ordered messages keep their input order within their key. Each key's seqs are taken once
 // per call, keys in byte order, so that two calls sharing keys cannot deadlock on them. Delay
@@ -192,6 +197,10 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 	if set.LockMode != 0 && set.LockMode != 1 {
 		marker = sql.NullString{String: manyMarkerPrefix + newToken()[:32-len(manyMarkerPrefix)], Valid: true}
 	}
+	now, err := manyNow(set.Now)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: EnqueueMany: read the server's clock: %w", err)
+	}
 	budget := manyBudget(set.MaxPacket)
 	var queued []queueRow
 	for len(rows) > 0 {
@@ -200,7 +209,7 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 		})
 		chunk := rows[:n]
 		rows = rows[n:]
-		first, err := insertMessages(ctx, tx, chunk, o, plain, marker)
+		first, err := insertMessages(ctx, tx, chunk, o, plain, marker, now)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: EnqueueMany: ms[%d:%d]: %w", len(ids), len(ids)+n, explain(err))
 		}
@@ -221,6 +230,23 @@ func enqueueManyOn(ctx context.Context, tx DBTX, rows []manyRow, o enqueueOption
 		}
 	}
 	return ids, nil
+}
+
+// manyNow is ManySettings' clock, text in the server's DATETIME format, as a time in UTC.
+func manyNow(v any) (time.Time, error) {
+	var s string
+	switch v := v.(type) {
+	case []byte:
+		s = string(v)
+	case string:
+		s = v
+	case time.Time:
+		return v.UTC(), nil
+	default:
+		return time.Time{}, fmt.Errorf("unexpected %T", v)
+	}
+	// Parsing accepts the fraction of a second though the layout has none.
+	return time.ParseInLocation(time.DateTime, s, time.UTC)
 }
 
 // manyBudget is the largest statement EnqueueMany sends, in bytes: the packet limit less room
@@ -295,30 +321,16 @@ func nextSeqs(ctx context.Context, tx DBTX, key string, n int64) (last int64, er
 	})
 }
 
-// insertMessages writes chunk in one multi-row INSERT and returns the id of its first row.
-func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOptions, plain bool, marker sql.NullString) (int64, error) {
-	var rec argRecorder
-	for _, r := range chunk {
-		hdr := sql.NullString{String: r.hdr, Valid: r.hdr != ""}
-		if plain {
-			_ = q.MessageInsertManyRowNow(ctx, &rec, store.MessageInsertManyRowNowParams{
-				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey,
-				Headers: hdr, MaxAttempts: int32(r.m.MaxAttempts), ClaimToken: marker,
-			})
-			continue
-		}
-		_ = q.MessageInsertManyRow(ctx, &rec, store.MessageInsertManyRowParams{
-			EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
-			OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
-			OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
-			MaxAttempts: int32(r.m.MaxAttempts), DelayUs: o.delay.Microseconds(), ClaimToken: marker,
-		})
-	}
+// insertMessages writes chunk in one multi-row INSERT and returns the id of its first row. now
+// is the call's clock, which the inline statement writes as a literal.
+func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOptions, plain bool, marker sql.NullString, now time.Time) (int64, error) {
 	db := sendDB(tx)
 	if len(chunk) == 1 {
 		db = insertDB(tx, chunk[0].m, chunk[0].hdr)
 	}
-	res, err := db.ExecContext(ctx, multiRow(rec.query, len(chunk)), rec.args...)
+	_, inline := db.(inlineExec)
+	query, args := manyInsert(chunk, o, plain, inline, marker, now)
+	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -326,6 +338,39 @@ func insertMessages(ctx context.Context, tx DBTX, chunk []manyRow, o enqueueOpti
 		return 0, fmt.Errorf("the INSERT wrote %d rows of %d (%v)", n, len(chunk), err)
 	}
 	return res.LastInsertId()
+}
+
+// manyInsert is the multi-row INSERT of chunk and its arguments. With inline, the statement
+// whose arguments go as literals: it has no expression for the server to evaluate per row.
+func manyInsert(chunk []manyRow, o enqueueOptions, plain, inline bool, marker sql.NullString, now time.Time) (string, []any) {
+	due := now.Add(time.Duration(o.delay.Microseconds()) * time.Microsecond)
+	ctx := context.Background() // argRecorder does nothing with it
+	rec := argRecorder{args: make([]any, 0, 10*len(chunk))}
+	for _, r := range chunk {
+		hdr := sql.NullString{String: r.hdr, Valid: r.hdr != ""}
+		switch {
+		case inline:
+			_ = q.MessageInsertManyRowInline(ctx, &rec, store.MessageInsertManyRowInlineParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
+				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
+				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
+				MaxAttempts: int32(r.m.MaxAttempts), NextAttemptAt: due, CreatedAt: now, ClaimToken: marker,
+			})
+		case plain:
+			_ = q.MessageInsertManyRowNow(ctx, &rec, store.MessageInsertManyRowNowParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey,
+				Headers: hdr, MaxAttempts: int32(r.m.MaxAttempts), ClaimToken: marker,
+			})
+		default:
+			_ = q.MessageInsertManyRow(ctx, &rec, store.MessageInsertManyRowParams{
+				EventType: r.m.EventType, Payload: r.m.Payload, IdempotencyKey: r.m.IdempotencyKey, Headers: hdr,
+				OrderingKey: sql.NullString{String: r.m.OrderingKey, Valid: r.m.OrderingKey != ""},
+				OrderingSeq: sql.NullInt64{Int64: r.seq, Valid: r.m.OrderingKey != ""},
+				MaxAttempts: int32(r.m.MaxAttempts), DelayUs: o.delay.Microseconds(), ClaimToken: marker,
+			})
+		}
+	}
+	return multiRow(rec.query, len(chunk)), rec.args
 }
 
 // chunkIDs are the ids of a chunk of n rows whose first id is first. With lock mode 0 or 1 they

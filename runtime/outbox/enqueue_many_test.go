@@ -589,7 +589,7 @@ func TestEnqueueManyReadsIDsBack(t *testing.T) {
 			rows = append(rows, manyRow{m: m})
 		}
 		n := chunkSize(rows, 1<<20, func(manyRow) int { return 1 })
-		first, err := insertMessages(ctx, tx, rows[:n], enqueueOptions{}, true, marker)
+		first, err := insertMessages(ctx, tx, rows[:n], enqueueOptions{}, true, marker, time.Now().UTC())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -39,12 +40,32 @@ func main() {
 	interpolate := flag.Bool("interpolate", true, "interpolateParams=true for the business statements (one round trip each, as outbox.Enqueue's own INSERT always is)")
 	size := flag.Int("payload", 200, "payload bytes (the benchmark's W1 uses 200)")
 	flag.BoolVar(&spellings, "spellings", false, "also time spellings of the enqueue statement (what its expressions cost)")
+	flag.BoolVar(&watermillVariants, "watermill", false, "also time watermill-sql's publish (its INSERT on its own table)")
+	flag.BoolVar(&backfill, "backfill", false, "time backfill variants instead (EnqueueMany against L0 and spellings of its statement); --n is then the rounds")
+	flag.StringVar(&backfillSet, "backfill-set", "spell", "backfill variants: spell (EnqueueMany's statement taken apart) or lean (the lean statement's clock and chunk size)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.IntVar(&backfillN, "backfill-n", 16384, "messages per backfill transaction")
 	flag.Parse()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "w1cost:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*dsn, *n, *interpolate, *size); err != nil {
 		fmt.Fprintln(os.Stderr, "w1cost:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
+
+// cpuProfile: --cpuprofile.
+var cpuProfile string
 
 func run(dsn string, n int, interpolate bool, size int) error {
 	ctx := context.Background()
@@ -98,6 +119,9 @@ func run(dsn string, n int, interpolate bool, size int) error {
 			return err
 		}
 	}
+	if backfill {
+		return runBackfill(ctx, db, version, n, backfillN)
+	}
 	payload := []byte(`{"seq":1,"pad":"` + strings.Repeat("x", max(0, size-len(`{"seq":1,"pad":""}`))) + `"}`)
 	small := []byte(`{"seq":1}`)
 	raw := func(table string, p []byte) func(ctx context.Context, tx *sql.Tx, i int) error {
@@ -120,6 +144,12 @@ func run(dsn string, n int, interpolate bool, size int) error {
 			_, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "bench.event", Payload: payload, IdempotencyKey: fmt.Sprint("user:", i)})
 			return err
 		}},
+	}
+	if watermillVariants {
+		if err := watermillSetup(ctx, db, version); err != nil {
+			return err
+		}
+		variants = append(variants, watermillInsert(payload))
 	}
 	if spellings {
 		variants = append(variants, spellingVariants(payload)...)
@@ -179,11 +209,26 @@ func spellingVariants(payload []byte) []variant {
 	}
 	const all = "event_type, payload, idempotency_key, headers, ordering_key, ordering_seq, status, attempts, max_attempts, next_attempt_at, created_at"
 	const lean = "event_type, payload, idempotency_key, max_attempts, next_attempt_at, created_at"
+	inline := func(clock string) func(ctx context.Context, tx *sql.Tx, i int) error {
+		h := func(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
+		clock = strings.ReplaceAll(clock, "$NOW", now)
+		return func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages (event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at) VALUES ("+
+				h("bench.event")+", "+h(string(payload))+", "+h(fmt.Sprint("user:", i))+", NULL, 10, "+clock+", next_attempt_at)")
+			return err
+		}
+	}
 	return []variant{
 		{"spelling: MessageInsert", "today's statement, as Enqueue sends it", stmt(all, "$T, $P, IFNULL($K, x''), NULL, NULL, NULL, 'PENDING', 0, 10, TIMESTAMPADD(MICROSECOND, CAST(0 AS SIGNED), $NOW), $NOW")},
 		{"spelling: lean", "only the columns without defaults, no IFNULL, no delay arithmetic", stmt(lean, "$T, $P, $K, 10, $NOW, $NOW")},
 		{"spelling: lean, UTC_TIMESTAMP(6)", "the same with UTC_TIMESTAMP(6), which sqlc cannot parse", stmt(lean, "$T, $P, $K, 10, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)")},
 		{"spelling: lean, one clock", "lean, created_at copied from next_attempt_at in the statement", stmt(lean, "$T, $P, $K, 10, $NOW, next_attempt_at")},
+		{"spelling: Enqueue's inline", "the statement Enqueue sends inline: hex literals, headers NULL, the clock once", inline("$NOW")},
+		{"spelling: Enqueue's inline, UTC_TIMESTAMP(6)", "the same with UTC_TIMESTAMP(6), which sqlc cannot parse", inline("UTC_TIMESTAMP(6)")},
+		{"spelling: Enqueue's inline, quoted", "the same with '..' strings (this message needs no escaping) instead of hex", func(ctx context.Context, tx *sql.Tx, i int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages (event_type, payload, idempotency_key, headers, max_attempts, next_attempt_at, created_at) VALUES ('bench.event', '"+string(payload)+"', 'user:"+fmt.Sprint(i)+"', NULL, 10, "+now+", next_attempt_at)")
+			return err
+		}},
 		{"spelling: lean, no introducer", "lean with plain hex literals (X'..' without _utf8mb4)", func(ctx context.Context, tx *sql.Tx, i int) error {
 			h := func(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
 			_, err := tx.ExecContext(ctx, "INSERT INTO outbox_messages ("+lean+") VALUES ("+h("bench.event")+", "+h(string(payload))+", "+h(fmt.Sprint("user:", i))+", 10, "+now+", "+now+")")
