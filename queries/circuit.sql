@@ -6,11 +6,11 @@
 SELECT TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()) AS db_now;
 
 -- name: CircuitWaiting :one
--- The messages of a type waiting for delivery, for the log line of a circuit's state change.
--- It reads the PENDING part of the claim index, once per state change.
+-- The messages of a type waiting for delivery, claimed or not, for the log line of a circuit's
+-- state change. It reads the PENDING and PROCESSING parts of the claim index, once per change.
 SELECT COUNT(*) AS waiting
 FROM outbox_messages
-WHERE status = 'PENDING'
+WHERE status IN ('PENDING', 'PROCESSING')
   AND event_type = sqlc.arg(event_type);
 
 -- name: CircuitRetryingByType :many

@@ -166,7 +166,8 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	})
 	start := w.clock.Now()
 	w.observeLag(m, start) // circuit_lag.go
-	err := callHandler(ctx, rt.handler, m.payload, d) // Config.Middleware included (wrapHandlers)
+	// Config.Middleware included (wrapHandlers).
+	err := callHandler(ctx, rt.handler, m.payload, d)
 	hung.Stop()
 	took := since(w.clock, start)
 

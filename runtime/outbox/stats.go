@@ -49,6 +49,9 @@ type TypeCounts struct {
 	// keys by the type of the message holding them, not of the messages waiting behind it. Over
 	// all types these add up to Snapshot.HeldKeys.
 	Held int64
+	// Retrying and Failing are the table's view of a failing type (circuit_stats.go).
+	Retrying int64
+	Failing  bool
 }
 
 // Snapshot is what Stats returns, the totals and the same counts per event type.
@@ -78,6 +81,8 @@ type Snapshot struct {
 	BrokenKeys int64
 	// Broken lists up to MaxHeldListed of them, broken heads first, then unqueued messages.
 	Broken []BrokenKey
+	// Failing lists the event types whose TypeCounts.Failing is set, in order.
+	Failing []string
 }
 
 // MaxHeldListed bounds Snapshot.Held and Snapshot.Broken. HeldKeys and BrokenKeys count them
@@ -113,6 +118,9 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	}
 	if err := s.addHeldKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: held keys: %w", explain(err))
+	}
+	if err := s.addFailing(ctx, db); err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: failing types: %w", explain(err))
 	}
 	if s.BrokenKeys, s.Broken, err = brokenKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: broken keys: %w", explain(err))

@@ -92,12 +92,12 @@ func (q *Queries) CircuitRetryingByType(ctx context.Context, db DBTX) ([]Circuit
 const circuitWaiting = `-- name: CircuitWaiting :one
 SELECT COUNT(*) AS waiting
 FROM outbox_messages
-WHERE status = 'PENDING'
+WHERE status IN ('PENDING', 'PROCESSING')
   AND event_type = ?
 `
 
-// The messages of a type waiting for delivery, for the log line of a circuit's state change.
-// It reads the PENDING part of the claim index, once per state change.
+// The messages of a type waiting for delivery, claimed or not, for the log line of a circuit's
+// state change. It reads the PENDING and PROCESSING parts of the claim index, once per change.
 func (q *Queries) CircuitWaiting(ctx context.Context, db DBTX, eventType string) (int64, error) {
 	row := db.QueryRowContext(ctx, circuitWaiting, eventType)
 	var waiting int64
