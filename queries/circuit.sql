@@ -24,13 +24,15 @@ GROUP BY event_type
 ORDER BY event_type;
 
 -- name: CircuitRecentSent :one
--- Whether a message of the type was sent lately. A SENT row's next_attempt_at is at or before
--- its claim, so a row found in the SENT part of the claim index within the window was sent in
--- it. It reads only that recent range, never the SENT history.
+-- Whether a message of the type was sent within the window. A SENT row's next_attempt_at is at
+-- or before its claim, so the read stays in the recent end of the SENT part of the claim index:
+-- rows due within four windows, of which those sent within one count. A row that waited longer
+-- than that for its claim is missed, and a backlog that old pages by its due age already.
 SELECT CAST(EXISTS (
     SELECT 1
     FROM outbox_messages
     WHERE status = 'SENT'
-      AND next_attempt_at >= TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(window_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+      AND next_attempt_at >= TIMESTAMPADD(MICROSECOND, 0 - 4 * CAST(sqlc.arg(window_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+      AND sent_at >= TIMESTAMPADD(MICROSECOND, 0 - CAST(sqlc.arg(window_us) AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
       AND event_type = sqlc.arg(event_type)
 ) AS SIGNED) AS recent;

@@ -1,7 +1,8 @@
 // The fleet's view of a failing event type, which Stats reads from the table. A circuit lives
 // in one worker's memory, so status and the metrics, which may run in another process, judge
 // from the rows instead. A type is failing when at least circuitFailures of its PENDING rows
-// failed and wait for a retry, and none of its messages was sent within circuitWindow. The
+// failed and wait for a retry, and none of its messages was sent within circuitWindow. That a
+// type is failing reads at most four windows of the SENT rows' claim index, never their history. The
 // first half sees failures of distinct messages, as the circuit does. The second tells a
 // provider that is down from one that fails now and then. It shows a failing type about
 // circuitWindow after its last success, long before attempts run out.
