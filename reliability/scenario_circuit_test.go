@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/outboxgen/outboxgen/reliability/internal/ledger"
+	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
 // outageType is the circuit scenario's failing type, handled by relworker -outage-type.
 const outageType = "rel.mail"
 
-// Scenario 10: one type's provider is down for 60 s while 100 of its messages a second are
+// Scenario 12: one type's provider is down for 60 s while 100 of its messages a second are
 // enqueued, beside a healthy type. The type's circuit backs it off as a whole. Measured against
 // a baseline without a circuit (every message retried on its backoff for the whole outage):
 // provider calls during the outage, log lines, messages FAILED, the healthy type's latency, and
@@ -79,7 +80,20 @@ func TestCircuitOutage(t *testing.T) {
 	if err := os.WriteFile(down, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(outage)
+	// The fleet's view, from the table: the type shows failing within a minute.
+	seenFailing := time.Duration(-1)
+	for time.Since(beginLocal) < outage {
+		if seenFailing < 0 {
+			s, err := outbox.Stats(ctx, e.db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.ByType[outageType].Failing {
+				seenFailing = time.Since(beginLocal)
+			}
+		}
+		time.Sleep(time.Second)
+	}
 	if err := os.Remove(down); err != nil {
 		t.Fatal(err)
 	}
@@ -136,9 +150,12 @@ func TestCircuitOutage(t *testing.T) {
 	p99During := e.latencyP99(eventType, beginLocal, endLocal)
 
 	report(fmt.Sprintf("circuit: %d msgs of %s enqueued during %s of outage (%d up to its end) at %d/s beside %s at %d/s; provider calls during the outage %d vs baseline %d (%.2f%%), on %d messages; "+
-		"log lines naming the type %d (circuit lines %d); FAILED %d; healthy p99 %s before, %s during; last message SENT %s after recovery; committed %d",
+		"Stats showed it failing after %s; log lines naming the type %d (circuit lines %d); FAILED %d; healthy p99 %s before, %s during; last message SENT %s after recovery; committed %d",
 		during, outageType, outage, mailN, mailRate, eventType, msgRate, calls, baseline, 100*float64(calls)/float64(max(baseline, 1)), len(probes),
-		mailLines, circuitLines, failed, p99Before, p99During, drain.Round(time.Millisecond), res.Committed))
+		seenFailing.Round(time.Second), mailLines, circuitLines, failed, p99Before, p99During, drain.Round(time.Millisecond), res.Committed))
+	if seenFailing < 0 || seenFailing > time.Minute {
+		t.Errorf("outbox.Stats showed the type failing %s after the outage began, want within a minute", seenFailing)
+	}
 	if calls*10 > baseline {
 		t.Errorf("provider calls during the outage: %d, want at most a tenth of the baseline %d", calls, baseline)
 	}
