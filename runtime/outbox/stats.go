@@ -49,9 +49,13 @@ type TypeCounts struct {
 	// keys by the type of the message holding them, not of the messages waiting behind it. Over
 	// all types these add up to Snapshot.HeldKeys.
 	Held int64
-	// Retrying and Failing are the table's view of a failing type (circuit_stats.go).
+	// Retrying counts pending rows that failed at least once and wait for a retry.
 	Retrying int64
-	Failing  bool
+	// Failing says the type's handlers keep failing, as the table shows it to every process:
+	// 5 or more rows are retrying and none of the type was sent in the last 30 seconds. It
+	// shows a provider outage long before the first FAILED. Each worker's own circuit, in its
+	// memory, decides its claims.
+	Failing bool
 }
 
 // Snapshot is what Stats returns, the totals and the same counts per event type.
