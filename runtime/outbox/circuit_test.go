@@ -135,13 +135,14 @@ func TestCircuitOpensAtFiveMessagesAndAProbeClosesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := Stats(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !snap.ByType["mail"].Failing || snap.ByType["sms"].Failing || len(snap.Failing) != 1 {
-		t.Errorf("Stats: mail %+v, sms %+v, Failing %v; want mail alone failing", snap.ByType["mail"], snap.ByType["sms"], snap.Failing)
-	}
+	// The failures' results are written a moment after the handlers return.
+	var snap Snapshot
+	testutil.Eventually(t, 10*time.Second, "Stats to show mail alone failing", func() bool {
+		if snap, err = Stats(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		return snap.ByType["mail"].Failing && !snap.ByType["sms"].Failing && len(snap.Failing) == 1
+	})
 
 	// Two probes, one at a time, the second after a longer wait than the first.
 	testutil.Eventually(t, 20*time.Second, "two probes", func() bool { return mail.count() >= callsAtOpen+2 })
