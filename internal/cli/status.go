@@ -136,6 +136,10 @@ type typeReport struct {
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 	// OldestDueSeconds is how long this type's longest-waiting due row has been due; 0 when none.
 	OldestDueSeconds float64 `json:"oldest_due_seconds"`
+	// Retrying counts PENDING rows that failed and wait for a retry. Failing says the type's
+	// handlers keep failing: 5 or more retrying and none sent within 30s (outbox.TypeCounts).
+	Retrying int64 `json:"retrying"`
+	Failing  bool  `json:"failing"`
 }
 
 // heldReport is one held ordering key.
@@ -229,7 +233,7 @@ func (c *opsCmd) status(ctx context.Context, db *sql.DB, asJSON, check bool, lim
 		// as in outboxprom: their counts are added, so none is lost.
 		rep.ByType[c.jsonString(t)] = rep.ByType[c.jsonString(t)].add(typeReport{Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
 			Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Cancelled: tc.Cancelled, Held: tc.Held, OldestPendingSeconds: tc.OldestPending.Seconds(),
-			OldestDueSeconds: tc.OldestDue.Seconds()})
+			OldestDueSeconds: tc.OldestDue.Seconds(), Retrying: tc.Retrying, Failing: tc.Failing})
 	}
 	paused, err := outbox.Pauses(ctx, db)
 	if err != nil {
@@ -408,7 +412,8 @@ func (a typeReport) add(b typeReport) typeReport {
 	return typeReport{Pending: a.Pending + b.Pending, Due: a.Due + b.Due, Processing: a.Processing + b.Processing,
 		Stale: a.Stale + b.Stale, Stuck: a.Stuck + b.Stuck, Failed: a.Failed + b.Failed, Cancelled: a.Cancelled + b.Cancelled, Held: a.Held + b.Held,
 		OldestPendingSeconds: max(a.OldestPendingSeconds, b.OldestPendingSeconds),
-		OldestDueSeconds:     max(a.OldestDueSeconds, b.OldestDueSeconds)}
+		OldestDueSeconds:     max(a.OldestDueSeconds, b.OldestDueSeconds),
+		Retrying:             a.Retrying + b.Retrying, Failing: a.Failing || b.Failing}
 }
 
 // countFailed counts the FAILED rows matching f. outbox.Retry's dry run is the runtime's

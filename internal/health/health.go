@@ -39,6 +39,7 @@ func Problems(s outbox.Snapshot, lim Limits, failedInWindow int64, clean func(st
 		out = append(out, Problem{Level: "page",
 			Text: fmt.Sprintf("%d message(s) stuck PROCESSING past 3x their lease: nobody is reclaiming", s.Stuck)})
 	}
+	out = append(out, failingTypes(s, lim, clean)...)
 	if maxDueAge > 0 && s.OldestDue > maxDueAge {
 		// Claims go oldest first, so a live fleet behind a big backlog also shows a long wait;
 		// rows PROCESSING within their lease tell "behind" from "nobody claims".

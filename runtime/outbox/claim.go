@@ -36,8 +36,9 @@ type claimed struct {
 // claimAndDispatch claims up to n rows due at or after from, for n reserved slots, and starts
 // their handlers. last is the latest position among the rows claimed. more is claim's.
 func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
-	rows, more, err := w.claim(ctx, n, from)
-	w.release(n - len(rows))
+	probes := w.claimProbes(ctx, n) // circuit_probe.go: open circuits' probes take slots first
+	rows, more, err := w.claim(ctx, n-probes, from)
+	w.release(n - probes - len(rows))
 	if err != nil {
 		return 0, claimPos{}, false, err
 	}
@@ -61,10 +62,10 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := w.clock.Now()
-	types := w.claimTypes(ctx)
+	types := w.circuitClosedTypes(w.claimTypes(ctx))
 	// The read of the pauses may take a moment, in which a table can turn out to need a newer
 	// outboxgen, so the loop's check is made again.
-	if len(types) == 0 || w.schemaHeld() { // every type is paused, or claims are held
+	if n <= 0 || len(types) == 0 || w.schemaHeld() { // every type is paused or open, or claims are held
 		w.cfg.Observer.Claimed(0, since(w.clock, start))
 		return nil, false, nil
 	}

@@ -103,6 +103,10 @@ func (w *Worker) acquireAndHandle(hctx context.Context, sem chan struct{}, stop 
 		<-sem
 		return w.giveBack(m, fmt.Sprintf("%s passed since the claim began; its %s timeout would outlive the lease", waited.Round(time.Millisecond), rt.policy.Timeout)), false, true
 	}
+	if w.circuitHolds(m) { // circuit.go: not logged, as the circuit's own line counts them
+		<-sem
+		return result{id: m.id, eventType: m.eventType, token: m.token, outcome: OutcomeRetried, givenBack: true, started: w.clock.Now()}, false, true
+	}
 	defer func() { <-sem }()
 	w.mu.Lock()
 	w.inflight[m.id] = &inflight{eventType: m.eventType, attempt: m.attempt, token: m.token, started: w.clock.Now()}
@@ -161,7 +165,9 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 		})
 	})
 	start := w.clock.Now()
-	err := callHandler(ctx, rt.handler, m.payload, d) // Config.Middleware included (wrapHandlers)
+	w.observeLag(m, start) // circuit_lag.go
+	// Config.Middleware included (wrapHandlers).
+	err := callHandler(ctx, rt.handler, m.payload, d)
 	hung.Stop()
 	took := since(w.clock, start)
 
@@ -195,7 +201,7 @@ func (w *Worker) handle(hctx context.Context, m claimed) result {
 	}
 	res.lastError = truncate(res.lastError, maxLastError)
 	w.cfg.Observer.Handled(m.eventType, res.outcome, took)
-	if err != nil {
+	if quiet := w.circuitNote(m, res.outcome, err); err != nil && !quiet {
 		level := slog.LevelWarn
 		if res.outcome == OutcomeFailed {
 			level = slog.LevelError

@@ -131,7 +131,7 @@ func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok boo
 	if _, handles := w.router.lookup(eventType); !handles {
 		return 0, "", false
 	}
-	if w.typePaused(eventType) { // left PENDING, for a claim once the pause ends
+	if w.typePaused(eventType) || w.circuitOpen(eventType) { // left PENDING, for a claim once the pause ends or a probe closes the circuit
 		return 0, "", false
 	}
 	w.mu.Lock()

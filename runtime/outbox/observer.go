@@ -38,6 +38,16 @@ type HandoffObserver interface {
 	HandedOff(n int)
 }
 
+// LagObserver is an optional extension of Observer. A worker whose Observer implements it
+// reports each message's delivery lag when its handler starts: from the enqueue's commit to
+// the claim on the database clock, claimed_at - created_at, plus the local time from the claim
+// to the handler's start. A message InTx handed off is claimed at its insert, so its lag is the
+// local time from that insert to its handler's start. Retries count from the first enqueue.
+type LagObserver interface {
+	// DeliveryLag says a handler of eventType starts lag after its message was enqueued.
+	DeliveryLag(eventType string, lag time.Duration)
+}
+
 // NopObserver ignores every event. Embed it to implement only some methods.
 type NopObserver struct{}
 

@@ -49,6 +49,13 @@ type TypeCounts struct {
 	// keys by the type of the message holding them, not of the messages waiting behind it. Over
 	// all types these add up to Snapshot.HeldKeys.
 	Held int64
+	// Retrying counts pending rows that failed at least once and wait for a retry.
+	Retrying int64
+	// Failing says the type's handlers keep failing, as the table shows it to every process:
+	// 5 or more rows are retrying and none of the type was sent in the last 30 seconds. It
+	// shows a provider outage long before the first FAILED. Each worker's own circuit, in its
+	// memory, decides its claims.
+	Failing bool
 }
 
 // Snapshot is what Stats returns, the totals and the same counts per event type.
@@ -78,6 +85,8 @@ type Snapshot struct {
 	BrokenKeys int64
 	// Broken lists up to MaxHeldListed of them, broken heads first, then unqueued messages.
 	Broken []BrokenKey
+	// Failing lists the event types whose TypeCounts.Failing is set, in order.
+	Failing []string
 }
 
 // MaxHeldListed bounds Snapshot.Held and Snapshot.Broken. HeldKeys and BrokenKeys count them
@@ -113,6 +122,9 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	}
 	if err := s.addHeldKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: held keys: %w", explain(err))
+	}
+	if err := s.addFailing(ctx, db); err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: failing types: %w", explain(err))
 	}
 	if s.BrokenKeys, s.Broken, err = brokenKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: broken keys: %w", explain(err))

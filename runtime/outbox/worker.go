@@ -61,6 +61,10 @@ type Worker struct {
 	schema schemaGate
 	// pauses holds the event types paused fleet-wide, which claims and hand-offs leave alone.
 	pauses pauseView
+	// circuits holds the event types whose handlers keep failing (circuit.go).
+	circuits circuits
+	// lagClock is the database clock's offset, for a LagObserver (circuit_lag.go).
+	lagClock lagClock
 
 	// Test seams.
 	testSignals      workerTestSignals

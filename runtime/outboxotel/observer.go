@@ -30,6 +30,8 @@ type Observer struct {
 	duration      metric.Float64Histogram
 	reclaimed     metric.Int64Counter
 	stuckSeen     metric.Int64Counter
+	deliveryLag   metric.Float64Histogram // lag.go
+	lagOpts       sync.Map                // event type -> []metric.RecordOption
 
 	claimAdd    []metric.AddOption
 	claimRecord []metric.RecordOption
@@ -55,6 +57,7 @@ func newMeasureOpts(attrs ...attribute.KeyValue) measureOpts {
 
 var _ outbox.Observer = (*Observer)(nil)
 var _ outbox.HandoffObserver = (*Observer)(nil)
+var _ outbox.LagObserver = (*Observer)(nil)
 
 type handledKey struct {
 	eventType string
@@ -87,6 +90,8 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	err = errors.Join(err, e)
 	o.stuckSeen, e = meter.Int64Counter("outboxgen.stuck_seen.messages", metric.WithUnit("{message}"),
 		metric.WithDescription("Rows seen PROCESSING past 3x their lease, summed over watch passes. Any increase means nobody is reclaiming."))
+	err = errors.Join(err, e)
+	o.deliveryLag, e = newDeliveryLag(meter)
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err

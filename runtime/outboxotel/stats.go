@@ -16,7 +16,7 @@ import (
 // outboxgen.oldest_pending.age, outboxgen.oldest_due.age, outboxgen.stale.messages,
 // outboxgen.stuck.messages, and for ordering keys outboxgen.held_ordering_keys,
 // outboxgen.oldest_held.age, outboxgen.held_ordering_key.head_id and
-// outboxgen.broken_ordering_keys; see the package
+// outboxgen.broken_ordering_keys, and outboxgen.failing_event_type; see the package
 // documentation) and a callback that runs
 // outbox.Stats (one grouped query) on db at each collection, as runtime/outboxprom's
 // StatsCollector does on each scrape. SENT rows are never counted. Every instance sees the same
@@ -58,6 +58,7 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		fmt.Sprintf("Id of the message holding each held ordering key, for at most the %d longest-held keys.", outbox.MaxHeldListed))
 	broken := gauge("outboxgen.broken_ordering_keys", "{key}",
 		"Ordering keys stalled by a row the runtime never leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered PENDING message without its entry); a running worker repairs them. Alert on > 0.")
+	failing := gauge("outboxgen.failing_event_type", "1", failingDescription)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +91,9 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		o.ObserveFloat64(oldestHeld, s.OldestHeld.Seconds())
 		observeHeldHeads(o, heldHead, s.Held)
 		o.ObserveInt64(broken, s.BrokenKeys)
+		observeFailing(o, failing, s.Failing)
 		return nil
-	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken)
+	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, failing)
 }
 
 // addCounts adds the counts these gauges report, for event types that escape alike.

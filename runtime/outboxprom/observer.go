@@ -47,10 +47,12 @@ type Observer struct {
 	handlerDuration *prometheus.HistogramVec
 	claimDuration   prometheus.Histogram
 	retained        *prometheus.CounterVec
+	deliveryLag     *prometheus.HistogramVec // lag.go
 }
 
 var _ outbox.Observer = (*Observer)(nil)
 var _ outbox.HandoffObserver = (*Observer)(nil)
+var _ outbox.LagObserver = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // Handler durations run from milliseconds (a local insert) to the default 1m timeout.
@@ -71,6 +73,7 @@ var claimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 
 //	outbox_handler_duration_seconds{event_type,outcome}
 //	outbox_claim_duration_seconds
 //	outbox_retention_deleted_total{table}  rows this process's retention passes deleted (outbox.RetentionObserver)
+//	outbox_delivery_lag_seconds{event_type} from the enqueue's commit to the handler's start (outbox.LagObserver)
 func NewObserver() *Observer {
 	byType := []string{"event_type"}
 	return &Observer{
@@ -116,6 +119,7 @@ func NewObserver() *Observer {
 			Namespace: Namespace, Name: "retention_deleted_total",
 			Help: "Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows).",
 		}, []string{"table"}),
+		deliveryLag: newDeliveryLag(),
 	}
 }
 
@@ -173,7 +177,7 @@ func (o *Observer) Retained(table string, n int64) {
 
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.claimed, o.handedOff, o.sent, o.retried, o.failed, o.reclaimed, o.stuckSeen,
-		o.handlerDuration, o.claimDuration, o.retained}
+		o.handlerDuration, o.claimDuration, o.retained, o.deliveryLag}
 }
 
 // Describe implements prometheus.Collector.

@@ -42,6 +42,9 @@ const DefaultStatsTimeout = 5 * time.Second
 //	                                       (a head entry whose message is missing, SENT or not the
 //	                                       entry's, or an ordered PENDING message without its
 //	                                       entry); a running worker repairs them (alert on > 0)
+//	outbox_failing_event_type{event_type}  1 for each type whose handlers keep failing: 5 or more
+//	                                       messages wait for a retry and none was sent in 30s
+//	                                       (outbox.TypeCounts.Failing), before any is FAILED
 //
 // The head-id series are bounded: one per key of outbox.Snapshot.Held, at most
 // outbox.MaxHeldListed (100), the longest held first, while outbox_held_ordering_keys counts
@@ -61,6 +64,8 @@ type StatsCollector struct {
 	timeout time.Duration
 
 	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, paused *prometheus.Desc
+
+	failing *prometheus.Desc // failing.go
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -89,6 +94,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		paused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "paused_event_type"),
 			"1 for each event type paused with outboxgen pause or outbox.Pause: no worker claims it. Alert when one stays paused longer than planned.",
 			[]string{"event_type"}, nil),
+		failing: failingDesc(),
 		due: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "due_messages"),
 			"PENDING rows whose next_attempt_at has passed: waiting only for a worker.", nil, nil),
 		oldest: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "oldest_pending_age_seconds"),
@@ -117,7 +123,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused, c.failing} {
 		ch <- d
 	}
 }
@@ -150,6 +156,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
+	c.collectFailing(ch, s)
 	paused, err := outbox.Pauses(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.paused, err)

@@ -134,6 +134,7 @@ func run() int {
 	if *ordered {
 		cfg.Types = append(cfg.Types, OrderedTypes...)
 	}
+	cfg.Types = append(cfg.Types, outageTypes()...) // outage.go
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -219,6 +220,9 @@ func handler(log func(ledger.Line)) outbox.HandlerFunc {
 			}
 			log(l)
 		}()
+		if inOutage(d.EventType) { // outage.go
+			return errOutage
+		}
 		var p Payload
 		if err := json.Unmarshal(raw, &p); err != nil {
 			// What generated handler wrappers do with a payload that does not decode.
