@@ -318,3 +318,21 @@ func TestRepairBrokenKeysLeavesLiveTrafficAlone(t *testing.T) {
 		}
 	}
 }
+
+// An unqueued message whose key's counter retention dropped gets the seq it already had. The
+// repair queues it all the same, instead of reading the unchanged row as a change.
+func TestRepairRequeuesAfterTheCounterWasDropped(t *testing.T) {
+	t.Parallel()
+	db := migrated(t)
+	ctx := context.Background()
+	id := db.BrokenKey(t, "d:unqueued", "broken_ev", testdb.BrokenNotQueued, 10)
+	db.MustExec(t, "DELETE FROM outbox_ordering")
+	done, err := repairBrokenKeys(ctx, db.DB, time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil || done.requeued != 1 {
+		t.Fatalf("repair = %+v, %v; want the message queued", done, err)
+	}
+	var seq, mid int64
+	if err := db.QueryRow("SELECT seq, message_id FROM outbox_ordering_queue WHERE ordering_key = 'd:unqueued'").Scan(&seq, &mid); err != nil || seq != 1 || mid != id {
+		t.Errorf("queue entry = seq %d, message %d (%v); want seq 1, message %d", seq, mid, err, id)
+	}
+}

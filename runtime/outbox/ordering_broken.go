@@ -233,11 +233,15 @@ func requeue(ctx context.Context, db *sql.DB, id int64, minAge time.Duration) (i
 		if err != nil {
 			return 0, err
 		}
-		if n, err := q.BrokenMessageReseq(ctx, tx, store.BrokenMessageReseqParams{Seq: sql.NullInt64{Int64: seq, Valid: true}, ID: id}); err != nil || n != 1 {
-			if err == nil {
-				err = fmt.Errorf("message %d changed under its lock", id)
+		// Retention drops the counter of a key with nothing queued, so the fresh seq can equal the
+		// message's own. The UPDATE would then change no row, which is no sign of a change.
+		if !m.OrderingSeq.Valid || m.OrderingSeq.Int64 != seq {
+			if n, err := q.BrokenMessageReseq(ctx, tx, store.BrokenMessageReseqParams{Seq: sql.NullInt64{Int64: seq, Valid: true}, ID: id}); err != nil || n != 1 {
+				if err == nil {
+					err = fmt.Errorf("message %d changed under its lock", id)
+				}
+				return 0, err
 			}
-			return 0, err
 		}
 		err = q.OrderingQueueInsert(ctx, tx, store.OrderingQueueInsertParams{OrderingKey: m.OrderingKey.String, Seq: seq, MessageID: id})
 		return seq, err
