@@ -116,3 +116,13 @@ func mulSat(d time.Duration, n int64) time.Duration {
 	}
 	return d * time.Duration(n)
 }
+
+// inboxKeepUs is InboxInsert's keep_us under ctx: the expiry in microseconds, -1 to keep the
+// key forever.
+func inboxKeepUs(ctx context.Context) int64 {
+	d := inboxExpiryOf(ctx)
+	if keeps(d) {
+		return -1
+	}
+	return d.Microseconds()
+}
