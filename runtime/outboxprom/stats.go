@@ -42,6 +42,9 @@ const DefaultStatsTimeout = 5 * time.Second
 //	                                       (a head entry whose message is missing, SENT or not the
 //	                                       entry's, or an ordered PENDING message without its
 //	                                       entry); a running worker repairs them (alert on > 0)
+//	outbox_retention_oldest_sent_seconds   how long ago the oldest SENT row still kept was sent
+//	                                       (0 when none): near Config.Retention.Sent while
+//	                                       retention runs; alert when it passes that by far
 //
 // The head-id series are bounded: one per key of outbox.Snapshot.Held, at most
 // outbox.MaxHeldListed (100), the longest held first, while outbox_held_ordering_keys counts
@@ -61,6 +64,9 @@ type StatsCollector struct {
 	timeout time.Duration
 
 	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, paused *prometheus.Desc
+
+	// oldestSent is retention's: Snapshot.OldestSent.
+	oldestSent *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -109,6 +115,8 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		broken: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "broken_ordering_keys"),
 			"Ordering keys stalled by a row the runtime never leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered PENDING message without its entry); a running worker repairs them. Alert on > 0.", nil, nil),
 	}
+	c.oldestSent = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "retention_oldest_sent_seconds"),
+		"How long ago the oldest SENT row still in the table was sent, 0 when none. Near Config.Retention.Sent (default 24h) while retention runs; far above it, no worker of that row's event type is cleaning.", nil, nil)
 	for _, o := range opts {
 		o(c)
 	}
@@ -117,7 +125,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused, c.oldestSent} {
 		ch <- d
 	}
 }
@@ -150,6 +158,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldKeys))
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
+	ch <- prometheus.MustNewConstMetric(c.oldestSent, prometheus.GaugeValue, s.OldestSent.Seconds())
 	paused, err := outbox.Pauses(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.paused, err)
