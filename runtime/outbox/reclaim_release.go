@@ -10,19 +10,19 @@ import (
 	"fmt"
 )
 
-// reclaimStaleTx runs one reclaim batch on tx, a READ COMMITTED transaction. The cancelled
-// ordered leases are locked first, so the batch's UPDATE cannot miss one that a result write
-// changes meanwhile. Those the UPDATE made CANCELLED leave the queue before the commit. One
-// the UPDATE's LIMIT did not reach is still PROCESSING: OrderingQueueDeleteCancelled leaves
-// its entry, and a later batch releases it.
+// reclaimStaleTx runs one reclaim batch on tx, a READ COMMITTED transaction, then releases the
+// keys of the ordered messages it made CANCELLED: those are among the CANCELLED ordered rows
+// whose next_attempt_at the reclaim just set, which the transaction sees. Reading them after
+// the UPDATE, rather than locking candidates before it, also catches a message cancelled
+// between the two, and adds no lock wait to the reclaim.
 func reclaimStaleTx(ctx context.Context, tx *sql.Tx) (int64, error) {
-	cancelled, err := q.ReclaimCancelledOrderedLock(ctx, tx, reclaimBatch)
-	if err != nil {
-		return 0, fmt.Errorf("lock cancelled ordered leases: %w", err)
-	}
 	n, err := q.MessageReclaimStale(ctx, tx, reclaimBatch)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	cancelled, err := q.ReclaimCancelledOrderedIDs(ctx, tx, reclaimBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("find cancelled ordered messages: %w", err)
 	}
 	return n, releaseCancelled(ctx, tx, cancelled)
 }

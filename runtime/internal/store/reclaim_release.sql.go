@@ -9,26 +9,28 @@ import (
 	"context"
 )
 
-const reclaimCancelledOrderedLock = `-- name: ReclaimCancelledOrderedLock :many
+const reclaimCancelledOrderedIDs = `-- name: ReclaimCancelledOrderedIDs :many
 
 SELECT id
 FROM outbox_messages FORCE INDEX (outbox_messages_claim)
-WHERE status = 'PROCESSING'
-  AND reclaim_after < TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
-  AND cancelled_at IS NOT NULL
+WHERE status = 'CANCELLED'
+  AND next_attempt_at >= TIMESTAMPADD(MINUTE, -1, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+  AND next_attempt_at <= TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())
   AND ordering_key IS NOT NULL
-ORDER BY id
+ORDER BY next_attempt_at DESC, id DESC
 LIMIT ?
-FOR UPDATE
 `
 
 // The reclaim's release of ordering keys (runtime/outbox/reclaim_release.go).
-// In the reclaim's READ COMMITTED transaction, before MessageReclaimStale: the expired ordered
-// leases an operator cancelled while they ran, locked, so that the reclaim that makes them
-// CANCELLED and the release of their keys (OrderingQueueDeleteCancelled) commit together. It
-// reads the PROCESSING range of the claim index, as the reclaim does.
-func (q *Queries) ReclaimCancelledOrderedLock(ctx context.Context, db DBTX, limit int32) ([]int64, error) {
-	rows, err := db.QueryContext(ctx, reclaimCancelledOrderedLock, limit)
+// In the reclaim's READ COMMITTED transaction, right after MessageReclaimStale: the ordered
+// messages that are CANCELLED with a next_attempt_at within the last minute, which holds those
+// the reclaim just made CANCELLED (it sets next_attempt_at to now), read in the transaction's
+// own view, latest first, so that those come before any others. OrderingQueueDeleteCancelled
+// then releases their keys before the commit. Others in the range released theirs already, and
+// the delete finds no entry of theirs. A range of the claim index, without locks: a CANCELLED
+// row never changes again.
+func (q *Queries) ReclaimCancelledOrderedIDs(ctx context.Context, db DBTX, limit int32) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, reclaimCancelledOrderedIDs, limit)
 	if err != nil {
 		return nil, err
 	}
