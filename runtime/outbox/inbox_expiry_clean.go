@@ -21,28 +21,32 @@ const TableInbox = "outbox_inbox"
 // many it deleted. A key's own expiry decides, whatever this worker's r says: the worker that
 // recorded it knew its handler's window.
 func (w *Worker) dropExpiredKeys(ctx context.Context, conn *sql.Conn, r Retention) (int64, error) {
-	n, err := w.retainBatches(ctx, conn, func(tx *sql.Tx, limit int32) (int64, error) {
+	n, err := w.retainBatches(ctx, conn, func(ctx context.Context, tx *sql.Tx, limit int32) (int64, error) {
 		return q.RetentionDeleteExpiredKeys(ctx, tx, limit)
 	})
 	if err != nil || keeps(r.Inbox) {
 		return n, err
 	}
 	olderUs := max(DefaultRetentionInbox, r.Inbox).Microseconds()
-	m, err := w.retainBatches(ctx, conn, func(tx *sql.Tx, limit int32) (int64, error) {
+	m, err := w.retainBatches(ctx, conn, func(ctx context.Context, tx *sql.Tx, limit int32) (int64, error) {
 		return q.RetentionDeleteOldKeys(ctx, tx, store.RetentionDeleteOldKeysParams{OlderThanUs: olderUs, Limit: limit})
 	})
 	return n + m, err
 }
 
 // retainBatches runs del, one batch of at most limit deletions, each in a READ COMMITTED
-// transaction on conn, until a batch deletes fewer than its limit. Batches are sized and paced
-// as retainStatus's are.
-func (w *Worker) retainBatches(ctx context.Context, conn *sql.Conn, del func(tx *sql.Tx, limit int32) (int64, error)) (int64, error) {
+// transaction on conn, until a batch deletes fewer than its limit or ctx ends. Batches are
+// sized and paced as retainStatus's are. A batch under way when ctx ends finishes, within
+// writeTimeout: cancelled mid-statement, the driver would close the connection, and the
+// server would release the cleaning lock only once it noticed.
+func (w *Worker) retainBatches(ctx context.Context, conn *sql.Conn, del func(ctx context.Context, tx *sql.Tx, limit int32) (int64, error)) (int64, error) {
 	size := retentionBatchStart
 	var total int64
-	for {
+	for ctx.Err() == nil {
 		began := time.Now()
-		n, err := inReadCommitted(ctx, conn, func(tx *sql.Tx) (int64, error) { return del(tx, int32(size)) })
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		n, err := inReadCommitted(bctx, conn, func(tx *sql.Tx) (int64, error) { return del(bctx, tx, int32(size)) })
+		cancel()
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("retention %s: %w", TableInbox, err)
@@ -65,6 +69,7 @@ func (w *Worker) retainBatches(ctx context.Context, conn *sql.Conn, del func(tx 
 		case <-pause.C:
 		}
 	}
+	return total, nil
 }
 
 // inReadCommitted runs f in a READ COMMITTED transaction on conn and commits it. At REPEATABLE
