@@ -29,6 +29,9 @@ func policyCode(p policy) jen.Code {
 	if p.timeout > 0 {
 		kv = append(kv, jen.Id("Timeout").Op(":").Add(durationCode(p.timeout)))
 	}
+	if p.deleteWhenSent {
+		kv = append(kv, jen.Id("DeleteWhenSent").Op(":").True())
+	}
 	if len(kv) > 1 {
 		// One field per line reads better than a long literal inside a call.
 		for i := range kv {
@@ -56,6 +59,9 @@ func describePolicy(p policy) string {
 	}
 	if p.timeout > 0 {
 		parts = append(parts, "timeout "+shortDuration(p.timeout))
+	}
+	if p.deleteWhenSent {
+		parts = append(parts, "delete_when_sent true")
 	}
 	if len(parts) == 0 {
 		return "the runtime's default policy"

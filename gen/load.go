@@ -74,6 +74,8 @@ type eventDecl struct {
 	orderingGroup  *str
 	policy         policyDecl
 	delivery       *str
+	// delete_when_sent (Policy.DeleteWhenSent), when set.
+	deleteWhenSent *str
 }
 
 // fieldDecl is one field of an event or a struct type. Its type is either a type expression
@@ -398,7 +400,7 @@ func (l *loader) eventDecl(k, v *yaml.Node) *eventDecl {
 	if !l.mapping(v, what) {
 		return e
 	}
-	l.keys(v, []string{"description", "fields", "idempotency_key", "ordering_key", "ordering_group", "max_attempts", "backoff", "timeout", "delivery"}, func(key string, k, v *yaml.Node) {
+	l.keys(v, []string{"description", "fields", "idempotency_key", "ordering_key", "ordering_group", "max_attempts", "backoff", "timeout", "delivery", "delete_when_sent"}, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "description":
 			e.description = l.description(v, what)
@@ -414,6 +416,8 @@ func (l *loader) eventDecl(k, v *yaml.Node) *eventDecl {
 			e.orderingGroup = l.scalar(v, what+": ordering_group")
 		case "delivery":
 			e.delivery = l.scalar(v, what+": delivery")
+		case "delete_when_sent":
+			e.deleteWhenSent = l.scalar(v, what+": delete_when_sent")
 		default:
 			l.policyKey(&e.policy, what, key, k, v)
 		}

@@ -64,6 +64,8 @@ type field struct {
 type policy struct {
 	maxAttempts           int
 	initial, max, timeout time.Duration
+	// deleteWhenSent is the event's delete_when_sent: true.
+	deleteWhenSent bool
 }
 
 type event struct {
@@ -149,6 +151,7 @@ func buildModel(c *catalog, catalogPath string) *file {
 			}
 		}
 		ev.policy = resolvePolicy(&e.policy, c.defaults, ev.direct)
+		ev.policy.deleteWhenSent = e.deleteWhenSent != nil && e.deleteWhenSent.v == "true"
 		f.events = append(f.events, ev)
 	}
 	markValidates(f)

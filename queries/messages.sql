@@ -200,8 +200,8 @@ WHERE id IN (sqlc.slice('ids'));
 -- name: MessageReclaimStale :execrows
 -- Leases that expired, because the claiming worker died or hung. The rows go back to PENDING, or
 -- to FAILED when the attempts are exhausted, or to CANCELLED when an operator cancelled them
--- while they ran. A cancelled ordered row keeps its queue entry here. The maintenance's repair
--- of broken keys removes it, since a CANCELLED head never runs again. attempts counted the claim already, so the reclaim
+-- while they ran. A cancelled ordered row's queue entry goes in the same transaction
+-- (ReclaimCancelledOrderedIDs), since a CANCELLED head never runs again. attempts counted the claim already, so the reclaim
 -- adds none. A message that kills its worker thus cannot loop forever. Assignments run left to
 -- right and see earlier ones. Every IF therefore tests attempts and max_attempts, which this
 -- statement does not change. last_error says what happened either way, since a crash or a hang

@@ -868,16 +868,17 @@ func EnqueueManyOrderShipped(ctx context.Context, tx outbox.DBTX, es []OrderShip
 }
 
 // RegisterOrderShipped routes "order_shipped" messages to h with the catalog's
-// max_attempts 10, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
-// rest). A payload that does not decode, lacks a field that is not optional, or holds an
-// enum value outside the catalog fails permanently and never reaches h (see
-// decodeOrderShipped); unknown JSON fields are ignored, so an older catalog reads rows a
-// newer one wrote.
+// max_attempts 10, backoff from 1s up to 1h, timeout 1m, delete_when_sent true (the
+// runtime's default for the rest). A payload that does not decode, lacks a field that is
+// not optional, or holds an enum value outside the catalog fails permanently and never
+// reaches h (see decodeOrderShipped); unknown JSON fields are ignored, so an older
+// catalog reads rows a newer one wrote.
 func RegisterOrderShipped(r *outbox.Router, h OrderShippedHandler) {
 	r.Handle("order_shipped", outbox.Policy{
-		MaxAttempts: 10,
-		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
-		Timeout:     time.Minute,
+		MaxAttempts:    10,
+		Backoff:        outbox.Backoff{Initial: time.Second, Max: time.Hour},
+		Timeout:        time.Minute,
+		DeleteWhenSent: true,
 	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		e, err := decodeOrderShipped(payload)
 		if err != nil {

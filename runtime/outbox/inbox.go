@@ -22,6 +22,10 @@ import (
 // and "in_1aB" are different keys on every server, and so are "café" and "cafe", or "a" and
 // "a ". The answer does not depend on the DSN's clientFoundRows.
 //
+// The key is kept at least until its expiry, stored with it: in a worker's handler, processed_at
+// plus max(Config.Retention.Inbox, the handler's redelivery window), see Retention.Inbox;
+// elsewhere, processed_at plus DefaultRetentionInbox. Retention then deletes it.
+//
 // Another transaction may hold the same consumer and key uncommitted. Once then waits for it,
 // up to innodb_lock_wait_timeout. Then first is false if that transaction committed, and true
 // if it rolled back.
@@ -32,7 +36,7 @@ func Once(ctx context.Context, tx DBTX, consumer, key string) (first bool, err e
 	if utf8.RuneCountInString(consumer) > 191 || utf8.RuneCountInString(key) > 191 {
 		return false, errors.New("outbox: Once: consumer and key must be at most 191 characters")
 	}
-	err = q.InboxInsert(ctx, sdb(tx), store.InboxInsertParams{Consumer: consumer, IdemKey: key})
+	err = q.InboxInsert(ctx, sdb(tx), store.InboxInsertParams{Consumer: consumer, IdemKey: key, KeepUs: inboxKeepUs(ctx)})
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:

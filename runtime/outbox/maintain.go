@@ -60,7 +60,7 @@ func (w *Worker) reclaimOnce(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		n, err := execReadCommitted(ctx, w.db, func(tx *sql.Tx) (int64, error) {
-			return q.MessageReclaimStale(ctx, tx, reclaimBatch)
+			return reclaimStaleTx(ctx, tx)
 		})
 		total += n
 		if err != nil {

@@ -205,9 +205,14 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	sent := map[string][]int64{} // successes by claim token, for one UPDATE per claim
 	var tokens []string
 	others := 0
+	var dels sentDeletes // successes whose rows go (deletesent.go)
 	for _, r := range batch {
 		if r.outcome != OutcomeSent {
 			others++
+			continue
+		}
+		if w.deletesWhenSent(r) {
+			dels.add(r)
 			continue
 		}
 		if _, ok := sent[r.token]; !ok {
@@ -223,8 +228,9 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	var db store.DBTX = inlineExec{w.db}
 	var tx *sql.Tx
 	release := newKeyRelease(batch)
+	dels.leave(release)
 	cancels := cancelReleases(batch)
-	if len(tokens)+others+release.count+len(cancels) > 1 {
+	if len(tokens)+others+release.count+len(cancels)+dels.statements() > 1 {
 		tx, err = w.db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, 0, fmt.Errorf("begin: %w", err)
@@ -264,6 +270,12 @@ func (w *Worker) writeResultsTx(ctx context.Context, batch []result) (written, r
 	if releasedKeys, err = release.write(ctx, db, batch); err != nil {
 		return 0, 0, err
 	}
+	deleted, deleteRefused, deleteKeys, err := dels.write(ctx, db)
+	if err != nil {
+		return 0, 0, err
+	}
+	written, releasedKeys = written+deleted, releasedKeys+deleteKeys
+	refusedRes = append(refusedRes, deleteRefused...)
 	for _, r := range batch {
 		var n int64
 		var err error

@@ -20,8 +20,12 @@ type Retention struct {
 	// is kept whatever this says: deleting it would release the key, which is an operator's
 	// decision.
 	Failed time.Duration
-	// Inbox is meant for the keys outbox.Once records. They are not deleted yet, whatever this
-	// says; it is checked like the other fields.
+	// Inbox is the least time a key outbox.Once records in a handler of this worker is kept
+	// after its processed_at. Each key stores its expiry, processed_at + max(Inbox, the
+	// redelivery window of its handler's policy: inbox_expiry.go), and the cleaner deletes only
+	// expired keys. 0 takes max(DefaultRetentionInbox, that window); an explicit value shorter
+	// than the window of any of the router's event types is refused by NewWorker; KeepForever
+	// keeps the keys. Once outside a worker's handler keeps its key DefaultRetentionInbox.
 	Inbox time.Duration
 }
 

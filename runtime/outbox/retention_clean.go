@@ -1,8 +1,8 @@
 // The retention cleaner: a worker's maintenance goroutine deletes the SENT (and, when asked,
 // FAILED) rows of its router's event types that Config.Retention no longer keeps, the ordering
 // counters of keys with nothing queued (retention_counters.go) and the run ledger rows past
-// their use (retention_jobs.go). One worker per database cleans at a time, under a named lock;
-// the others skip the pass.
+// their use (retention_jobs.go), and the expired Once keys (inbox_expiry_clean.go). One worker
+// per database cleans at a time, under a named lock; the others skip the pass.
 
 package outbox
 
@@ -47,6 +47,8 @@ type retentionPass struct {
 	Counters int64
 	// JobRuns is the mysqllock run ledger rows deleted (retention_jobs.go).
 	JobRuns int64
+	// Inbox is the expired Once keys deleted (inbox_expiry_clean.go).
+	Inbox int64
 }
 
 // retentionLoop runs a cleaning pass at start and then every min(ReclaimInterval, 1m) until ctx
@@ -66,10 +68,10 @@ func (w *Worker) retentionLoop(ctx context.Context) {
 			} else if err == nil {
 				down.ok(ctx, w.log)
 			}
-			if p.Sent+p.Failed+p.Counters+p.JobRuns > 0 {
+			if p.Sent+p.Failed+p.Counters+p.JobRuns+p.Inbox > 0 {
 				w.log.LogAttrs(ctx, slog.LevelDebug, "outbox retention deleted rows",
 					slog.Int64("sent", p.Sent), slog.Int64("failed", p.Failed),
-					slog.Int64("ordering_counters", p.Counters), slog.Int64("job_runs", p.JobRuns))
+					slog.Int64("ordering_counters", p.Counters), slog.Int64("job_runs", p.JobRuns), slog.Int64("inbox_keys", p.Inbox))
 			}
 			w.observeRetained(p)
 			w.testSignals.retained.Signal(p)
@@ -125,6 +127,9 @@ func (w *Worker) retainOnce(ctx context.Context, r Retention) (p retentionPass, 
 		}
 	}
 	if p.Counters, err = dropIdleCounters(ctx, conn); err != nil {
+		return p, err
+	}
+	if p.Inbox, err = w.dropExpiredKeys(ctx, conn, r); err != nil {
 		return p, err
 	}
 	p.JobRuns, err = dropOldJobRuns(ctx, conn)

@@ -20,7 +20,8 @@ const (
 // reports the rows each of its cleaning passes deleted (see Retention).
 type RetentionObserver interface {
 	// Retained: a cleaning pass deleted n rows (n > 0) of table: TableMessages (SENT and
-	// FAILED rows), TableOrdering (counters of keys with nothing queued) or TableJobRuns.
+	// FAILED rows), TableOrdering (counters of keys with nothing queued), TableJobRuns or
+	// TableInbox (expired Once keys).
 	Retained(table string, n int64)
 }
 
@@ -33,7 +34,7 @@ func (w *Worker) observeRetained(p retentionPass) {
 	for _, c := range []struct {
 		table string
 		n     int64
-	}{{TableMessages, p.Sent + p.Failed}, {TableOrdering, p.Counters}, {TableJobRuns, p.JobRuns}} {
+	}{{TableMessages, p.Sent + p.Failed}, {TableOrdering, p.Counters}, {TableJobRuns, p.JobRuns}, {TableInbox, p.Inbox}} {
 		if c.n > 0 {
 			o.Retained(c.table, c.n)
 		}

@@ -87,6 +87,10 @@ type Snapshot struct {
 	Broken []BrokenKey
 	// Failing lists the event types whose TypeCounts.Failing is set, in order.
 	Failing []string
+	// OldestSent is how long ago the oldest SENT row still in the table was sent (to within
+	// its delivery lag), 0 when there is none. With retention on it stays near
+	// Config.Retention.Sent; far above it, no worker of that row's type is cleaning.
+	OldestSent time.Duration
 }
 
 // MaxHeldListed bounds Snapshot.Held and Snapshot.Broken. HeldKeys and BrokenKeys count them
@@ -129,5 +133,10 @@ func Stats(ctx context.Context, db DBTX) (Snapshot, error) {
 	if s.BrokenKeys, s.Broken, err = brokenKeys(ctx, db); err != nil {
 		return Snapshot{}, fmt.Errorf("outbox: Stats: broken keys: %w", explain(err))
 	}
+	sentUs, err := oldestSent(ctx, db)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("outbox: Stats: oldest SENT: %w", explain(err))
+	}
+	s.OldestSent = durationFromMicros(sentUs)
 	return s, nil
 }

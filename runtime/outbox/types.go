@@ -85,6 +85,12 @@ type Policy struct {
 	// Timeout is the handler's deadline. It must be shorter than the worker's StaleAfter, or a
 	// slow handler would be reclaimed and run twice. Defaults to 1m.
 	Timeout time.Duration
+	// DeleteWhenSent deletes a message's row when its handler succeeds, in the fenced write
+	// that would mark it SENT, instead of keeping it until Retention.Sent. For high-volume
+	// types whose delivered rows nobody inspects: Inspect and `outboxgen show` then find
+	// nothing once a message is delivered. Observers and Drain count it as sent. events.yaml
+	// sets it with delete_when_sent: true. Defaults to false.
+	DeleteWhenSent bool
 }
 
 // Built-in policy defaults, used when neither the catalog nor the caller sets a value.

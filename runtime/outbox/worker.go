@@ -121,6 +121,9 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 	if err := r.wrapHandlers(cfg.Middleware); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
 	}
+	if err := r.setInboxExpiry(cfg); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := checkClock(ctx, db); err != nil {

@@ -112,6 +112,8 @@
 //	outboxgen.broken_ordering_keys       gauge, ordering keys stalled by a row the runtime never
 //	                                     leaves; a running worker repairs them
 //	                                     (outbox_broken_ordering_keys)
+//	outboxgen.retention.oldest_sent.age  gauge, s, how long ago the oldest SENT row still kept was
+//	                                     sent (outbox_retention_oldest_sent_seconds)
 //
 // The event type is messaging.destination.name on every instrument that has one.
 package outboxotel

@@ -16,8 +16,8 @@ import (
 // outboxgen.oldest_pending.age, outboxgen.oldest_due.age, outboxgen.stale.messages,
 // outboxgen.stuck.messages, and for ordering keys outboxgen.held_ordering_keys,
 // outboxgen.oldest_held.age, outboxgen.held_ordering_key.head_id and
-// outboxgen.broken_ordering_keys, and outboxgen.failing_event_type; see the package
-// documentation) and a callback that runs
+// outboxgen.broken_ordering_keys, outboxgen.failing_event_type, and for retention
+// outboxgen.retention.oldest_sent.age; see the package documentation) and a callback that runs
 // outbox.Stats (one grouped query) on db at each collection, as runtime/outboxprom's
 // StatsCollector does on each scrape. SENT rows are never counted. Every instance sees the same
 // numbers: register it in one process, or aggregate with max.
@@ -59,6 +59,9 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 	broken := gauge("outboxgen.broken_ordering_keys", "{key}",
 		"Ordering keys stalled by a row the runtime never leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered PENDING message without its entry); a running worker repairs them. Alert on > 0.")
 	failing := gauge("outboxgen.failing_event_type", "1", failingDescription)
+	oldestSent, e := meter.Float64ObservableGauge("outboxgen.retention.oldest_sent.age", metric.WithUnit("s"),
+		metric.WithDescription("How long ago the oldest SENT row still in the table was sent, 0 when none. Near Config.Retention.Sent (default 24h) while retention runs; far above it, no worker of that row's event type is cleaning."))
+	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +95,9 @@ func RegisterStats(db outbox.DBTX, opts ...Option) (metric.Registration, error) 
 		observeHeldHeads(o, heldHead, s.Held)
 		o.ObserveInt64(broken, s.BrokenKeys)
 		observeFailing(o, failing, s.Failing)
+		o.ObserveFloat64(oldestSent, s.OldestSent.Seconds())
 		return nil
-	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, failing)
+	}, messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, failing, oldestSent)
 }
 
 // addCounts adds the counts these gauges report, for event types that escape alike.

@@ -117,7 +117,7 @@ func NewObserver() *Observer {
 		}),
 		retained: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "retention_deleted_total",
-			Help: "Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows).",
+			Help: "Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows, expired Once keys).",
 		}, []string{"table"}),
 		deliveryLag: newDeliveryLag(),
 	}

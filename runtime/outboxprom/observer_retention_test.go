@@ -23,7 +23,7 @@ func TestObserverCountsRetention(t *testing.T) {
 	obs.Retained(outbox.TableOrdering, 3)
 	obs.Retained(outbox.TableJobRuns, 0)
 	want := `
-# HELP outbox_retention_deleted_total Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows).
+# HELP outbox_retention_deleted_total Rows this process's retention passes deleted, by table (SENT and FAILED messages, ordering counters, job ledger rows, expired Once keys).
 # TYPE outbox_retention_deleted_total counter
 outbox_retention_deleted_total{table="outbox_messages"} 1005
 outbox_retention_deleted_total{table="outbox_ordering"} 3

@@ -45,6 +45,9 @@ const DefaultStatsTimeout = 5 * time.Second
 //	outbox_failing_event_type{event_type}  1 for each type whose handlers keep failing: 5 or more
 //	                                       messages wait for a retry and none was sent in 30s
 //	                                       (outbox.TypeCounts.Failing), before any is FAILED
+//	outbox_retention_oldest_sent_seconds   how long ago the oldest SENT row still kept was sent
+//	                                       (0 when none): near Config.Retention.Sent while
+//	                                       retention runs; alert when it passes that by far
 //
 // The head-id series are bounded: one per key of outbox.Snapshot.Held, at most
 // outbox.MaxHeldListed (100), the longest held first, while outbox_held_ordering_keys counts
@@ -66,6 +69,8 @@ type StatsCollector struct {
 	messages, due, oldest, oldestDue, stale, stuck, held, oldestHeld, heldHead, broken, paused *prometheus.Desc
 
 	failing *prometheus.Desc // failing.go
+	// oldestSent is retention's: Snapshot.OldestSent.
+	oldestSent *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StatsCollector)(nil)
@@ -115,6 +120,8 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 		broken: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "broken_ordering_keys"),
 			"Ordering keys stalled by a row the runtime never leaves (a head entry whose message is missing, SENT or not the entry's, or an ordered PENDING message without its entry); a running worker repairs them. Alert on > 0.", nil, nil),
 	}
+	c.oldestSent = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "retention_oldest_sent_seconds"),
+		"How long ago the oldest SENT row still in the table was sent, 0 when none. Near Config.Retention.Sent (default 24h) while retention runs; far above it, no worker of that row's event type is cleaning.", nil, nil)
 	for _, o := range opts {
 		o(c)
 	}
@@ -123,7 +130,7 @@ func NewStatsCollector(db outbox.DBTX, opts ...StatsOption) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused, c.failing} {
+	for _, d := range []*prometheus.Desc{c.messages, c.due, c.oldest, c.oldestDue, c.stale, c.stuck, c.held, c.oldestHeld, c.heldHead, c.broken, c.paused, c.failing, c.oldestSent} {
 		ch <- d
 	}
 }
@@ -157,6 +164,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldestHeld, prometheus.GaugeValue, s.OldestHeld.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(s.BrokenKeys))
 	c.collectFailing(ch, s)
+	ch <- prometheus.MustNewConstMetric(c.oldestSent, prometheus.GaugeValue, s.OldestSent.Seconds())
 	paused, err := outbox.Pauses(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.paused, err)

@@ -11,13 +11,17 @@ import (
 
 const inboxInsert = `-- name: InboxInsert :exec
 
-INSERT INTO outbox_inbox (consumer, idem_key, processed_at)
-VALUES (?, ?, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))
+INSERT INTO outbox_inbox (consumer, idem_key, processed_at, expires_at)
+VALUES (?, ?, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()),
+        COALESCE(IF(CAST(? AS SIGNED) < 0, NULL,
+                    TIMESTAMPADD(MICROSECOND, CAST(? AS SIGNED), TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP()))),
+                 CAST('9999-12-31 23:59:59.999999' AS DATETIME(6))))
 `
 
 type InboxInsertParams struct {
 	Consumer string
 	IdemKey  string
+	KeepUs   int64
 }
 
 // outbox_inbox holds the handler-side deduplication of outbox.Once.
@@ -26,7 +30,15 @@ type InboxInsertParams struct {
 // caller's transaction. ON DUPLICATE KEY UPDATE would not do. Its RowsAffected depends on the
 // DSN's clientFoundRows, which reports 1 for a row found as well as for a row inserted. INSERT
 // IGNORE would not do either, since it would also hide real errors such as truncation.
+// expires_at is processed_at plus keep_us (inbox_expiry.go). A negative keep_us (KeepForever),
+// or one past DATETIME's range, where TIMESTAMPADD gives NULL, stores the largest DATETIME: a
+// NULL would read as a key of an older worker, which retention deletes after a week.
 func (q *Queries) InboxInsert(ctx context.Context, db DBTX, arg InboxInsertParams) error {
-	_, err := db.ExecContext(ctx, inboxInsert, arg.Consumer, arg.IdemKey)
+	_, err := db.ExecContext(ctx, inboxInsert,
+		arg.Consumer,
+		arg.IdemKey,
+		arg.KeepUs,
+		arg.KeepUs,
+	)
 	return err
 }
