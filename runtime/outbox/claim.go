@@ -36,18 +36,23 @@ type claimed struct {
 // claimAndDispatch claims up to n rows due at or after from, for n reserved slots, and starts
 // their handlers. last is the latest position among the rows claimed. more is claim's.
 func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
-	rows, more, err := w.claim(ctx, n, from)
+	rows, last, more, err := w.claimLimited(ctx, n, from)
 	w.release(n - len(rows))
-	if err != nil {
-		return 0, claimPos{}, false, err
-	}
+	// Rows claimed before an error are started all the same: they are PROCESSING already.
 	for _, m := range rows {
 		w.startDispatch(m)
+	}
+	return len(rows), last, more, err
+}
+
+// lastPos is the latest position among rows.
+func lastPos(rows []claimed) (last claimPos) {
+	for _, m := range rows {
 		if p := (claimPos{due: m.due, id: int64(m.id)}); p.after(last) {
 			last = p
 		}
 	}
-	return len(rows), last, more, nil
+	return last
 }
 
 // claim is step 1. One short READ COMMITTED transaction locks up to n due rows of this
@@ -58,10 +63,15 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (go
 // milliseconds. Cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
 func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
+	return w.claimOf(ctx, n, from, w.claimTypes(ctx), nil)
+}
+
+// claimOf is claim of the given types. gate, when not nil, may lower n inside the claim's
+// transaction and hears how many rows the claim took before it commits.
+func (w *Worker) claimOf(ctx context.Context, n int, from claimPos, types []string, gate claimGate) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := w.clock.Now()
-	types := w.claimTypes(ctx)
 	// The read of the pauses may take a moment, in which a table can turn out to need a newer
 	// outboxgen, so the loop's check is made again.
 	if len(types) == 0 || w.schemaHeld() { // every type is paused, or claims are held
@@ -80,7 +90,15 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 		}
 	}()
 	db := inlineExec{tx}
-	rows, more, err := w.lockDue(ctx, db, n, from, types)
+	if gate != nil {
+		if n, err = gate.admit(ctx, db, n); err != nil {
+			return nil, false, err
+		}
+	}
+	var rows []store.MessageClaimLockIDsRow
+	if n > 0 {
+		rows, more, err = w.lockDue(ctx, db, n, from, types)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -109,6 +127,11 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	if marked != int64(len(rows)) {
 		// The rows are locked by this transaction, so this cannot happen short of a bug.
 		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+	}
+	if gate != nil {
+		if err := gate.took(ctx, db, len(rows)); err != nil {
+			return nil, false, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, false, fmt.Errorf("commit claim: %w", err)

@@ -85,6 +85,14 @@ type Policy struct {
 	// Timeout is the handler's deadline. It must be shorter than the worker's StaleAfter, or a
 	// slow handler would be reclaimed and run twice. Defaults to 1m.
 	Timeout time.Duration
+	// Concurrency, when positive, is the most handlers of this event type that one worker runs
+	// at once. A claim takes no more rows of the type than it has slots free, and other types
+	// keep flowing while the type is at its limit. Zero means no limit of its own.
+	Concurrency int
+	// RateLimit, when set, bounds how often the type's messages are claimed across every
+	// worker on the table, through a token bucket in the database. The zero Rate means no
+	// limit.
+	RateLimit Rate
 }
 
 // Built-in policy defaults, used when neither the catalog nor the caller sets a value.

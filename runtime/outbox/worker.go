@@ -61,6 +61,8 @@ type Worker struct {
 	schema schemaGate
 	// pauses holds the event types paused fleet-wide, which claims and hand-offs leave alone.
 	pauses pauseView
+	// limits holds the concurrency and rate limits' bookkeeping, under mu.
+	limits limitState
 
 	// Test seams.
 	testSignals      workerTestSignals
@@ -211,6 +213,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.accepting = true
 	w.stop = ctx.Done()
 	w.unstarted = map[dispatchRef]claimed{}
+	w.resetLimitsLocked()
 	w.mu.Unlock()
 
 	flushDone := make(chan struct{})

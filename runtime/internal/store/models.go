@@ -116,3 +116,9 @@ type OutboxPause struct {
 	PausedAt    time.Time
 	PausedUntil sql.NullTime
 }
+
+type OutboxRateLimit struct {
+	EventType  string
+	Tokens     float64
+	RefilledAt time.Time
+}
