@@ -29,6 +29,7 @@ func policyCode(p policy) jen.Code {
 	if p.timeout > 0 {
 		kv = append(kv, jen.Id("Timeout").Op(":").Add(durationCode(p.timeout)))
 	}
+	kv = append(kv, limitsCode(p)...)
 	if len(kv) > 1 {
 		// One field per line reads better than a long literal inside a call.
 		for i := range kv {
@@ -57,6 +58,7 @@ func describePolicy(p policy) string {
 	if p.timeout > 0 {
 		parts = append(parts, "timeout "+shortDuration(p.timeout))
 	}
+	parts = append(parts, describeLimits(p)...)
 	if len(parts) == 0 {
 		return "the runtime's default policy"
 	}

@@ -64,6 +64,9 @@ type field struct {
 type policy struct {
 	maxAttempts           int
 	initial, max, timeout time.Duration
+	// concurrency and rate are the event's limits (limits.go), zero when it sets none.
+	concurrency int
+	rate        rate
 }
 
 type event struct {
@@ -283,6 +286,7 @@ func resolvePolicy(e, d *policyDecl, direct bool) policy {
 	if s := pick(e.timeout, dt); s != nil {
 		p.timeout, _ = parseDuration(s.v)
 	}
+	p.concurrency, p.rate = resolveLimits(e)
 	if direct {
 		return p
 	}
