@@ -23,7 +23,7 @@ var Schema string
 // oldest version that may run on the tables, 'outboxgen schema N min M'; without min, M = N.
 // Every outboxgen before the min existed reads any other COMMENT as version 1, so a version
 // that is not additive writes no min.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 //go:embed upgrades/*.sql
 var upgrades embed.FS

@@ -3,7 +3,7 @@
 -- tables that are missing. Every time column is written from the database clock with
 -- UTC_TIMESTAMP(6), never from the application's.
 --
--- This is schema version 5, which each table's COMMENT records. outbox.Migrate and `outboxgen
+-- This is schema version 6, which each table's COMMENT records. outbox.Migrate and `outboxgen
 -- schema --upgrade` bring tables of earlier versions up to it with queries/upgrades. A COMMENT
 -- of 'outboxgen schema N min M' lets workers of version M and later run on the table. Without
 -- min, only version N and later may. What is compared as an identifier is VARBINARY, for byte
@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     KEY outbox_messages_claim (status, next_attempt_at, id),
     -- For people asking whether the message for this key is sent. Written once at enqueue, never changed.
     KEY outbox_messages_idempotency_key (idempotency_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
 
 -- outbox.Once. A handler records its consumer and key in its own transaction. The PRIMARY KEY
 -- makes the second insert fail, so the handler's DB effects happen at most once.
@@ -71,8 +71,14 @@ CREATE TABLE IF NOT EXISTS outbox_inbox (
     consumer     VARBINARY(764) NOT NULL,
     idem_key     VARBINARY(764) NOT NULL,
     processed_at DATETIME(6)  NOT NULL,
-    PRIMARY KEY (consumer, idem_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+    -- When retention may delete the key: processed_at plus the longer of Retention.Inbox and the
+    -- handler's redelivery window. NULL on rows of workers older than schema version 6, which
+    -- retention ages from processed_at instead. Since schema version 6.
+    expires_at   DATETIME(6)  NULL,
+    PRIMARY KEY (consumer, idem_key),
+    -- Serves retention, which deletes the expired keys oldest first. Since schema version 6.
+    KEY outbox_inbox_expires (expires_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
 
 -- The mysqllock run ledger. A job that must run once per period writes its name and period
 -- after it succeeds. An instance that finds the row skips the period.
@@ -83,7 +89,7 @@ CREATE TABLE IF NOT EXISTS outbox_job_runs (
     started_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NOT NULL,
     PRIMARY KEY (job, period_start)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
 
 -- Per-key ordering, the counter. The enqueue of an ordered message takes the next seq of its key
 -- here, with an upsert that keeps the key's row locked until the enqueuing transaction ends.
@@ -93,7 +99,7 @@ CREATE TABLE IF NOT EXISTS outbox_ordering (
     ordering_key VARBINARY(191) NOT NULL,
     last_seq     BIGINT       NOT NULL,
     PRIMARY KEY (ordering_key)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
 
 -- Per-key ordering, the queue. It holds one entry per ordered message not yet SENT. The entry is
 -- deleted in the transaction that marks it SENT, or when it is purged. A message may be claimed
@@ -105,7 +111,7 @@ CREATE TABLE IF NOT EXISTS outbox_ordering_queue (
     message_id   BIGINT       NOT NULL,
     PRIMARY KEY (ordering_key, seq),
     KEY outbox_ordering_queue_message (message_id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
 
 -- Event types that workers do not claim, fleet-wide, set by outbox.Pause and `outboxgen pause`.
 -- A pause with paused_until ends by itself at that time on the database clock. Workers read the
@@ -116,4 +122,15 @@ CREATE TABLE IF NOT EXISTS outbox_pauses (
     paused_at    DATETIME(6)  NOT NULL,
     paused_until DATETIME(6)  NULL,
     PRIMARY KEY (event_type)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 5 min 4';
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';
+
+-- Token buckets of events.yaml's rate_limit, one row per limited event type, shared by every
+-- worker on the table. A claim takes tokens in one short statement on the database clock: it
+-- first refills the bucket by the time since refilled_at, up to the limit's N, then takes what
+-- it claims. Since schema version 6.
+CREATE TABLE IF NOT EXISTS outbox_rate_limits (
+    event_type  VARBINARY(191) NOT NULL,
+    tokens      DOUBLE       NOT NULL,
+    refilled_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (event_type)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COMMENT = 'outboxgen schema 6 min 4';

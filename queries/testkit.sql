@@ -21,3 +21,6 @@ DELETE FROM outbox_ordering;
 
 -- name: TestkitResetOrderingQueue :exec
 DELETE FROM outbox_ordering_queue;
+
+-- name: TestkitResetRateLimits :exec
+DELETE FROM outbox_rate_limits;

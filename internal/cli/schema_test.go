@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -33,21 +34,21 @@ func TestSchemaUpgradeOnVersion1(t *testing.T) {
 	}
 	r := runOps(runSchema, "--upgrade", "--dsn", db.DSN)
 	mustExit(t, r, opsExitOK)
-	if n := strings.Count(r.stdout, "ALTER TABLE "); n != 14 || !strings.Contains(r.stdout, "MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin") ||
+	if n := strings.Count(r.stdout, "ALTER TABLE "); n != 19 || !strings.Contains(r.stdout, "MODIFY payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin") ||
 		!strings.Contains(r.stdout, "ADD COLUMN headers") || strings.Count(r.stdout, "CREATE TABLE IF NOT EXISTS outbox_ordering") != 2 {
-		t.Errorf("schema --upgrade on version 1 printed %d ALTER TABLEs:\n%s\nwant the 14 of versions 2 to 5 and the 2 ordering tables", n, r.stdout)
+		t.Errorf("schema --upgrade on version 1 printed %d ALTER TABLEs:\n%s\nwant the 19 of versions 2 to 6 and the 2 ordering tables", n, r.stdout)
 	}
 	mustExit(t, runOps(runMigrate, "--dsn", db.DSN), opsExitOK)
 	r = runOps(runSchema, "--upgrade", "--dsn", db.DSN)
 	mustExit(t, r, opsExitOK)
-	if !strings.Contains(r.stdout, "schema version 5: nothing to do") {
+	if !strings.Contains(r.stdout, fmt.Sprintf("schema version %d: nothing to do", outbox.SchemaVersion)) {
 		t.Errorf("schema --upgrade after migrate: %s", r)
 	}
 	// On an empty database: the CREATE TABLEs.
 	empty := testdb.New(t)
 	r = runOps(runSchema, "--upgrade", "--dsn", empty.DSN)
 	mustExit(t, r, opsExitOK)
-	if n := strings.Count(r.stdout, "CREATE TABLE IF NOT EXISTS "); n != 6 {
-		t.Errorf("schema --upgrade on an empty database printed %d CREATE TABLEs, want 6:\n%s", n, r.stdout)
+	if n := strings.Count(r.stdout, "CREATE TABLE IF NOT EXISTS "); n != 7 {
+		t.Errorf("schema --upgrade on an empty database printed %d CREATE TABLEs, want 7:\n%s", n, r.stdout)
 	}
 }

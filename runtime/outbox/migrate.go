@@ -226,6 +226,7 @@ type tableState struct {
 	min     int                   // the oldest outboxgen that may run on it
 	mark    TableSchema           // the COMMENT read
 	columns map[string]columnInfo // by lowercased name
+	keys    map[string]bool       // index names, lowercased
 }
 
 type columnInfo struct {
@@ -243,10 +244,11 @@ const (
 	// EMPTY_STRING_IS_NULL.
 	columnsQuery = `SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME
 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	keysQuery = `SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
 )
 
 func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, error) {
-	st := tableState{columns: map[string]columnInfo{}}
+	st := tableState{columns: map[string]columnInfo{}, keys: map[string]bool{}}
 	var comment sql.NullString // NULL under MariaDB's EMPTY_STRING_IS_NULL
 	switch err := conn.QueryRowContext(ctx, tableQuery, table).Scan(&comment); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -277,7 +279,26 @@ func readTable(ctx context.Context, conn *sql.Conn, table string) (tableState, e
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("read the columns of %s: %w", table, err)
 	}
-	return st, nil
+	return st, readKeys(ctx, conn, table, st.keys)
+}
+
+func readKeys(ctx context.Context, conn *sql.Conn, table string, keys map[string]bool) error {
+	rows, err := conn.QueryContext(ctx, keysQuery, table)
+	if err != nil {
+		return fmt.Errorf("read the indexes of %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("read the indexes of %s: %w", table, err)
+		}
+		keys[strings.ToLower(name)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the indexes of %s: %w", table, err)
+	}
+	return nil
 }
 
 // upgradeStatements is what table t needs. That is CREATE when missing, the ALTERs of every
@@ -329,6 +350,9 @@ func upgradeStatements(t schemaTable, st tableState) ([]string, error) {
 					continue
 				}
 			}
+			if k := addedKey(stmt); k != "" && st.keys[k] {
+				continue
+			}
 			out = append(out, stmt)
 		}
 	}
@@ -342,6 +366,18 @@ var addColumnOnly = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+\S+\s+ADD\s+COLUMN
 // addedColumn is the lowercased column of an ALTER TABLE that only adds it, else "".
 func addedColumn(stmt string) string {
 	if m := addColumnOnly.FindStringSubmatch(strings.TrimSpace(stmt)); m != nil {
+		return strings.ToLower(m[1])
+	}
+	return ""
+}
+
+// addKeyOnly matches an ALTER TABLE whose one change is ADD KEY, with optional ALGORITHM and
+// LOCK clauses.
+var addKeyOnly = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+\S+\s+ADD\s+(?:KEY|INDEX)\s+` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `\s*\([^)]*\)(\s*,\s*(ALGORITHM|LOCK)\s*=\s*\w+)*\s*$`)
+
+// addedKey is the lowercased index of an ALTER TABLE that only adds it, else "".
+func addedKey(stmt string) string {
+	if m := addKeyOnly.FindStringSubmatch(strings.TrimSpace(stmt)); m != nil {
 		return strings.ToLower(m[1])
 	}
 	return ""
@@ -420,6 +456,7 @@ var columnSince = map[string]int{
 	"outbox_messages.ordering_key": 4,
 	"outbox_messages.ordering_seq": 4,
 	"outbox_messages.cancelled_at": 5,
+	"outbox_inbox.expires_at":      6,
 }
 
 // columnDef splits a column line of schema.sql, a name, a type and the column's options.

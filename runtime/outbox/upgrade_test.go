@@ -112,15 +112,16 @@ func TestMigrateUpgradesV1InPlace(t *testing.T) {
 
 	// What a version-1 database still needs.
 	stmts, err := SchemaUpgrade(ctx, d.DB)
-	// Versions 2 to 5 alter the three tables (5 with three statements on outbox_messages);
-	// versions 4 and 5 also create the two ordering tables and outbox_pauses.
-	if err != nil || len(stmts) != 17 {
-		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want 14 ALTER TABLEs and 3 CREATE TABLEs", len(stmts), err)
+	// Versions 2 to 6 alter the three tables (5 with three statements on outbox_messages, 6
+	// with three on outbox_inbox); versions 4 to 6 also create the two ordering tables,
+	// outbox_pauses and outbox_rate_limits.
+	if err != nil || len(stmts) != 23 {
+		t.Fatalf("SchemaUpgrade on version 1 = %d statements, %v; want 19 ALTER TABLEs and 4 CREATE TABLEs", len(stmts), err)
 	}
 	for _, s := range stmts {
 		if !strings.HasPrefix(s, "ALTER TABLE ") && !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_ordering") &&
-			!strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_pauses") {
-			t.Errorf("upgrade statement %q, want ALTER TABLE or the CREATE of the ordering tables or outbox_pauses", s)
+			!strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_pauses") && !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS outbox_rate_limits") {
+			t.Errorf("upgrade statement %q, want ALTER TABLE or the CREATE of the ordering tables, outbox_pauses or outbox_rate_limits", s)
 		}
 	}
 	// This version's worker refuses the old tables, saying what to do.

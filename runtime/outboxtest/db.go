@@ -42,10 +42,11 @@ var resetTables = []struct {
 	{"outbox_inbox", store.New().TestkitResetInbox},
 	{"outbox_job_runs", store.New().TestkitResetJobRuns},
 	{"outbox_pauses", store.New().TestkitResetPauses},
+	{"outbox_rate_limits", store.New().TestkitResetRateLimits},
 }
 
 // Reset deletes every row of every table that outbox.Migrate creates (messages, the inbox of
-// outbox.Once, job runs, ordering keys and their queues, pauses), for tests that share one database; a
+// outbox.Once, job runs, ordering keys and their queues, pauses, rate limits), for tests that share one database; a
 // database of Open needs none. It uses DELETE, not TRUNCATE, so it works inside a transaction,
 // and fails tb on an error. No Worker may be running on the database meanwhile.
 func Reset(tb testing.TB, db outbox.DBTX) {

@@ -38,7 +38,7 @@ func TestResetKnowsEveryTable(t *testing.T) {
 	}
 
 	// A row in every table: an ordered message (its key and queue entry), an inbox entry, a
-	// job run, a pause.
+	// job run, a pause, a rate limit's bucket.
 	if err := outbox.InTx(ctx, db, func(tx *sql.Tx) error {
 		if _, err := outbox.Enqueue(ctx, tx, outbox.Message{EventType: "e", Payload: []byte(`{}`), OrderingKey: "k"}); err != nil {
 			return err
@@ -52,6 +52,9 @@ func TestResetKnowsEveryTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := outbox.Pause(ctx, db, "e", outbox.PauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO outbox_rate_limits (event_type, tokens, refilled_at) VALUES ('e', 1, UTC_TIMESTAMP(6))`); err != nil {
 		t.Fatal(err)
 	}
 	count := func(table string) (n int) {

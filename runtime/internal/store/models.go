@@ -57,14 +57,15 @@ func (ns NullOutboxMessagesStatus) Value() (driver.Value, error) {
 	return string(ns.OutboxMessagesStatus), nil
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxInbox struct {
 	Consumer    string
 	IdemKey     string
 	ProcessedAt time.Time
+	ExpiresAt   sql.NullTime
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxJobRun struct {
 	Job         string
 	PeriodStart time.Time
@@ -73,7 +74,7 @@ type OutboxJobRun struct {
 	FinishedAt  time.Time
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxMessage struct {
 	ID             int64
 	EventType      string
@@ -96,20 +97,20 @@ type OutboxMessage struct {
 	CancelledAt    sql.NullTime
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxOrdering struct {
 	OrderingKey string
 	LastSeq     int64
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxOrderingQueue struct {
 	OrderingKey string
 	Seq         int64
 	MessageID   int64
 }
 
-// outboxgen schema 5 min 4
+// outboxgen schema 6 min 4
 type OutboxPause struct {
 	EventType   string
 	Reason      sql.NullString
@@ -117,6 +118,7 @@ type OutboxPause struct {
 	PausedUntil sql.NullTime
 }
 
+// outboxgen schema 6 min 4
 type OutboxRateLimit struct {
 	EventType  string
 	Tokens     float64

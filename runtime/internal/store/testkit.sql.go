@@ -92,3 +92,12 @@ func (q *Queries) TestkitResetOrderingQueue(ctx context.Context, db DBTX) error 
 	_, err := db.ExecContext(ctx, testkitResetOrderingQueue)
 	return err
 }
+
+const testkitResetRateLimits = `-- name: TestkitResetRateLimits :exec
+DELETE FROM outbox_rate_limits
+`
+
+func (q *Queries) TestkitResetRateLimits(ctx context.Context, db DBTX) error {
+	_, err := db.ExecContext(ctx, testkitResetRateLimits)
+	return err
+}
