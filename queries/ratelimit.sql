@@ -30,3 +30,8 @@ SET tokens      = GREATEST(0, LEAST(CAST(sqlc.arg(capacity) AS SIGNED),
                               - CAST(sqlc.arg(used) AS SIGNED)),
     refilled_at = TIMESTAMPADD(MICROSECOND, CAST(sqlc.arg(elapsed_us) AS SIGNED), refilled_at)
 WHERE event_type = sqlc.arg(event_type);
+
+-- name: RateLimitProbe :one
+-- NewWorker's check that outbox_rate_limits exists, which schema version 6 creates, when its
+-- router has a rate-limited type. Error 1146 means Migrate must run.
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_rate_limits WHERE event_type = x'';

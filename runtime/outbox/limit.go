@@ -121,6 +121,9 @@ func (w *Worker) claimType(ctx context.Context, t string, n int) ([]claimed, err
 		n = min(n, p.Concurrency-w.limits.busy[t])
 		if n > 0 {
 			w.limits.busy[t] += n // reserved now, so a hand-off meanwhile cannot overrun them
+		} else {
+			// Rows may wait unseen, so the next slot to free wakes a claim.
+			w.limits.backlog[t] = true
 		}
 	}
 	w.mu.Unlock()
@@ -201,6 +204,7 @@ func (w *Worker) limitHandoffLocked(eventType string) bool {
 	}
 	if p.Concurrency > 0 {
 		if w.limits.busy[eventType] >= p.Concurrency {
+			w.limits.backlog[eventType] = true // the message waits: the next slot to free wakes a claim
 			return false
 		}
 		w.limits.busy[eventType]++

@@ -169,12 +169,22 @@ func TestHandoffHonoursLimits(t *testing.T) {
 	if got := <-started; got != first {
 		t.Fatalf("started %d, want %d", got, first)
 	}
+	claims := w.claims.Load()
 	second, st := enqueueIn("one")
 	if st != "PENDING" {
 		t.Fatalf("a message of a type at its concurrency limit was written %s, want PENDING", st)
 	}
 	if _, st := enqueueIn("rated"); st != "PENDING" {
 		t.Fatalf("a message of a rate-limited type was written %s, want PENDING", st)
+	}
+	// The claims InTx's wakes started have passed the type by, as it had no free slot.
+	testutil.Eventually(t, 10*time.Second, "the claims of InTx's wakes to end", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.claims.Load() > claims && w.claiming == 0
+	})
+	if st := statusOf(t, db, second); st != "PENDING" {
+		t.Fatalf("the message of a type at its concurrency limit is %s, want PENDING", st)
 	}
 	close(release)
 	// The poll is an hour: the second message is claimed because the slot freed.

@@ -59,6 +59,20 @@ func rateProblem(r Rate) string {
 	return ""
 }
 
+// probeRateLimits checks that the buckets' table exists when some type of r is rate-limited.
+// Without it every claim of the type would fail, and the error would come once a poll.
+func probeRateLimits(ctx context.Context, db store.DBTX, r *Router) error {
+	for _, t := range r.EventTypes() {
+		if rt, _ := r.lookup(t); !rt.policy.RateLimit.IsZero() {
+			if _, err := q.RateLimitProbe(ctx, db); err != nil {
+				return explain(err)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // rateGate is the claimGate of one rate-limited type. It lives for one claim.
 type rateGate struct {
 	eventType string

@@ -137,6 +137,9 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 	if _, err := q.PauseProbe(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
 	}
+	if err := probeRateLimits(ctx, db, r); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
 	w := &Worker{
 		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger, logIncidents: logIncidents,
 		wake:     make(chan struct{}, 1),

@@ -51,6 +51,19 @@ func (q *Queries) RateLimitLock(ctx context.Context, db DBTX, eventType string) 
 	return i, err
 }
 
+const rateLimitProbe = `-- name: RateLimitProbe :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM outbox_rate_limits WHERE event_type = x''
+`
+
+// NewWorker's check that outbox_rate_limits exists, which schema version 6 creates, when its
+// router has a rate-limited type. Error 1146 means Migrate must run.
+func (q *Queries) RateLimitProbe(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRowContext(ctx, rateLimitProbe)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const rateLimitTake = `-- name: RateLimitTake :execrows
 UPDATE outbox_rate_limits
 SET tokens      = GREATEST(0, LEAST(CAST(? AS SIGNED),
