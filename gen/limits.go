@@ -41,7 +41,7 @@ func parseRate(s string) (rate, error) {
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 1 || n > maxRate {
-		return rate{}, fmt.Errorf("N must be a whole number from 1 to %d, found %q in %q", maxRate, num, s)
+		return rate{}, fmt.Errorf("the number before / must be a whole number from 1 to %d, found %q in %q", maxRate, num, s)
 	}
 	return rate{n: int(n), per: per}, nil
 }
