@@ -15,3 +15,5 @@ if command -v staticcheck >/dev/null 2>&1; then
 fi
 go test -count=1 ./...
 ./run --dsn "$OUTBOX_TEST_DSN" --smoke
+# The retention workloads run only when named: tiny sizes, one driver mode (about 40 s).
+./run --dsn "$OUTBOX_TEST_DSN" --smoke --modes default --only retention-load,history,steady

@@ -88,7 +88,7 @@ func serveConsoleLimits(ctx context.Context, args []string, stdout, stderr io.Wr
 	c := newOpsCmd("console", consoleHelp, stdout, stderr)
 	c.getenv = getenv
 	addr := c.fs.String("addr", "127.0.0.1:8080", "listen address; not loopback needs --token")
-	writes := c.fs.Bool("allow-writes", false, "enable retry and purge (each confirmed, CSRF-protected and logged)")
+	writes := c.fs.Bool("allow-writes", false, "enable retry, purge, cancel, run now, pause and resume (each CSRF-protected and logged; retry, purge, cancel and run now confirmed after a dry run)")
 	tokenFlag := c.fs.String("token", "", "token the browser or a script must give (default $"+envConsoleToken+")")
 	if code, ok := c.parse(args); !ok {
 		return code

@@ -264,11 +264,12 @@ func TestTableSchemas(t *testing.T) {
 // Tables of one mark share one reason, so a refusal stays one short line.
 func TestIncompatibleGroupsTables(t *testing.T) {
 	t.Parallel()
+	n1, n2 := SchemaVersion+1, SchemaVersion+2
 	var schemas []TableSchema
 	for _, c := range []struct{ table, comment string }{
-		{"outbox_messages", "outboxgen schema 7 min 6"},
-		{"outbox_inbox", "outboxgen schema 7 min 6"},
-		{"outbox_job_runs", "outboxgen schema 7 min 7"},
+		{"outbox_messages", fmt.Sprintf("outboxgen schema %d min %d", n2, n1)},
+		{"outbox_inbox", fmt.Sprintf("outboxgen schema %d min %d", n2, n1)},
+		{"outbox_job_runs", fmt.Sprintf("outboxgen schema %d min %d", n2, n2)},
 		{"outbox_ordering", fmt.Sprintf("outboxgen schema %d", SchemaVersion)},
 	} {
 		s, err := parseSchemaComment(c.table, c.comment)
@@ -279,8 +280,9 @@ func TestIncompatibleGroupsTables(t *testing.T) {
 	}
 	schemas = append(schemas, TableSchema{Table: "outbox_ordering_queue"})
 	err := incompatible(schemas)
-	want := fmt.Sprintf("the outboxgen tables need a newer outboxgen: tables outbox_messages, outbox_inbox are at schema version 7 (min 6), newer than this outboxgen's %d: only outboxgen schema version 6 or later may run on them; "+
-		"table outbox_job_runs is at schema version 7, newer than this outboxgen's %d: only outboxgen schema version 7 or later may run on it; deploy the newer outboxgen", SchemaVersion, SchemaVersion)
+	want := fmt.Sprintf("the outboxgen tables need a newer outboxgen: tables outbox_messages, outbox_inbox are at schema version %d (min %d), newer than this outboxgen's %d: only outboxgen schema version %d or later may run on them; "+
+		"table outbox_job_runs is at schema version %d, newer than this outboxgen's %d: only outboxgen schema version %d or later may run on it; deploy the newer outboxgen",
+		n2, n1, SchemaVersion, n1, n2, SchemaVersion, n2)
 	if err == nil || err.Error() != want || !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("incompatible:\n got %v\nwant %s", err, want)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/outbox"
 )
 
-// The writes: retry (one message, the selected ones, or every FAILED message of a type) and
-// purge (FAILED messages by id). A form posts the selection; the answer is a confirmation page
+// The writes: retry (one message, the selected ones, or every FAILED message of a type), purge
+// (FAILED messages by id), cancel and run now (PENDING messages by id or type, controls.go). A form posts the selection; the answer is a confirmation page
 // with the dry run's count; only its Confirm button (confirm=1) changes rows. Every post passes
 // checkWrite (writes allowed, same origin, CSRF token) and every write is logged.
 
@@ -57,7 +57,8 @@ func (s selection) logIDs() []int64 {
 }
 
 type confirmData struct {
-	Action  string // "retry" or "purge": where Confirm posts
+	Action  string // "retry", "purge", "cancel" or "runnow": where Confirm posts
+	Danger  bool   // the write cannot be undone
 	Heading string
 	DryRun  string
 	Effect  string
@@ -94,14 +95,23 @@ func (c *Console) write(w http.ResponseWriter, r *http.Request, action string) {
 	case action == "retry" && len(sel.ids) == 0 && sel.eventType == "":
 		c.refuse(w, r, action, http.StatusBadRequest, "nothing selected: select messages, or retry every FAILED message of one event type")
 		return
+	case (action == "cancel" || action == "runnow") && len(sel.ids) == 0 && sel.eventType == "":
+		c.refuse(w, r, action, http.StatusBadRequest, "nothing selected: name a message, or one event type")
+		return
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	run := func(dry bool) (int64, error) {
-		if action == "purge" {
+		f := outbox.Filter{IDs: sel.ids, EventType: sel.eventType, DryRun: dry}
+		switch action {
+		case "purge":
 			return outbox.Purge(ctx, c.db, outbox.PurgeFilter{Status: outbox.StatusFailed, IDs: sel.ids, DryRun: dry})
+		case "cancel":
+			return outbox.Cancel(ctx, c.db, f)
+		case "runnow":
+			return outbox.RetryPending(ctx, c.db, f)
 		}
-		return outbox.Retry(ctx, c.db, outbox.Filter{IDs: sel.ids, EventType: sel.eventType, DryRun: dry})
+		return outbox.Retry(ctx, c.db, f)
 	}
 
 	if r.PostFormValue("confirm") != "1" {
@@ -133,7 +143,8 @@ func (c *Console) refuse(w http.ResponseWriter, r *http.Request, action string, 
 }
 
 func (c *Console) confirmPage(action string, sel selection, n int64) confirmData {
-	d := confirmData{Action: action, Count: n, Type: c.clean(sel.eventType), Back: c.backURL(sel)}
+	d := confirmData{Action: action, Count: n, Type: c.clean(sel.eventType), Back: c.backURL(action, sel),
+		Danger: action == "purge" || action == "cancel"}
 	if sel.eventType != "" {
 		d.TypeRef = c.types.seal(sel.eventType)
 	}
@@ -143,6 +154,10 @@ func (c *Console) confirmPage(action string, sel selection, n int64) confirmData
 	what := fmt.Sprintf("%d selected message(s)", len(sel.ids))
 	if len(sel.ids) == 1 {
 		what = fmt.Sprintf("message %d", sel.ids[0])
+	}
+	if action == "cancel" || action == "runnow" {
+		c.controlConfirm(&d, action, sel, what, n)
+		return d
 	}
 	if action == "purge" {
 		d.Heading = "Purge " + what + "?"
@@ -173,9 +188,12 @@ func (c *Console) confirmPage(action string, sel selection, n int64) confirmData
 }
 
 // backURL is where Cancel goes: the message, or the list the selection came from.
-func (c *Console) backURL(sel selection) string {
+func (c *Console) backURL(action string, sel selection) string {
 	if len(sel.ids) == 1 {
 		return "message?id=" + strconv.FormatInt(int64(sel.ids[0]), 10)
+	}
+	if action == "cancel" || action == "runnow" {
+		return "./"
 	}
 	if sel.eventType != "" {
 		return c.failedURL(sel.eventType)
@@ -183,17 +201,17 @@ func (c *Console) backURL(sel selection) string {
 	return "failed"
 }
 
-// afterWrite is where a confirmed write redirects: the message itself after retrying one (its
-// page refreshes until a worker delivers it), else the list, with the count.
+// afterWrite is where a confirmed write redirects: the message itself after a write to one (its
+// page refreshes until a worker delivers it), else the list or the overview, with the count.
 func (c *Console) afterWrite(action string, sel selection, n int64) string {
-	key := "retried"
-	if action == "purge" {
-		key = "purged"
-	}
-	if action == "retry" && len(sel.ids) == 1 {
+	key := map[string]string{"retry": "retried", "purge": "purged", "cancel": "cancelled", "runnow": "rannow"}[action]
+	if action != "purge" && len(sel.ids) == 1 {
 		return "message?" + url.Values{"id": {strconv.FormatInt(int64(sel.ids[0]), 10)}, key: {strconv.FormatInt(n, 10)}}.Encode()
 	}
 	v := url.Values{key: {strconv.FormatInt(n, 10)}}
+	if action == "cancel" || action == "runnow" {
+		return "./?" + v.Encode()
+	}
 	if sel.eventType != "" {
 		c.typeQuery(v, sel.eventType)
 	}

@@ -47,7 +47,7 @@ type config struct {
 // Option configures a Console.
 type Option func(*config)
 
-// AllowWrites enables Retry and Purge. Without it the console is read-only: it shows no action
+// AllowWrites enables Retry, Purge, Cancel, Run now, Pause and Resume. Without it the console is read-only: it shows no action
 // buttons and refuses every write with 403. Defaults to off.
 func AllowWrites() Option { return func(c *config) { c.allowWrites = true } }
 
@@ -163,6 +163,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /jobs", c.jobs)
 	m.HandleFunc("POST /retry", c.retry)
 	m.HandleFunc("POST /purge", c.purge)
+	m.HandleFunc("POST /cancel", c.cancelMessages)
+	m.HandleFunc("POST /runnow", c.runNow)
+	m.HandleFunc("POST /pause", c.pause)
+	m.HandleFunc("POST /resume", c.resume)
 	m.HandleFunc("GET /login", c.loginForm)
 	m.HandleFunc("POST /login", c.login)
 	m.Handle("GET /static/", staticHandler())

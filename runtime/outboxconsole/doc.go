@@ -2,7 +2,8 @@
 // counts and ages that outbox.Stats reads, with alerts worded like `outboxgen status --check`.
 // It charts the backlog and throughput of the last hour, from samples the console takes itself.
 // It lists the FAILED messages with their errors, shows one message whole, and shows the
-// named-lock jobs' last runs. It offers Retry and Purge.
+// named-lock jobs' last runs. It offers Retry and Purge, and the on-call controls: Pause and
+// Resume per event type, Cancel and Run now per message and per type.
 //
 // It is an http.Handler, as plain as net/http/pprof's pages. It uses html/template, and embeds
 // a stylesheet and a small script with go:embed. It needs no CDN and no build step. Every page
@@ -26,8 +27,13 @@
 // # Writes
 //
 // The console is read-only unless AllowWrites is given. A write retries one, the selected or
-// every FAILED message of a type, or purges FAILED messages by id. Each write is a form and
-// then a confirmation page that shows the dry run's count. Only the confirmation changes rows.
+// every FAILED message of a type, or purges FAILED messages by id. It cancels one PENDING
+// message or every one of a type (outbox.Cancel), or makes those that wait for a backoff due
+// now (outbox.RetryPending). Each of these is a form and then a confirmation page that shows
+// the dry run's count. Only the confirmation changes rows. Pause (with a reason and an
+// optional duration) and Resume of an event type (outbox.Pause, outbox.Resume) take effect at
+// once, since each undoes the other; the overview's banner lists each pause with a Resume
+// button.
 // Each write must carry the console's CSRF token, a per-process secret in a hidden field,
 // compared in constant time. It must come from the console's own origin. Origin and
 // Sec-Fetch-Site are checked when the browser sends them. Each write, and each refused one, is

@@ -128,14 +128,20 @@ func (c *Console) failedList(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "failed", d)
 }
 
-// notice is the line a page shows after a write redirected to it (?retried=N, ?purged=N):
-// numbers only, so a crafted link cannot put words on the page.
+// notice is the line a page shows after a write redirected to it (?retried=N, ?purged=N,
+// ?cancelled=N, ?rannow=N): numbers only, so a crafted link cannot put words on the page.
 func notice(q url.Values) string {
 	if n, err := strconv.ParseInt(q.Get("retried"), 10, 64); err == nil && n >= 0 {
 		return "Retried " + strconv.FormatInt(n, 10) + " message(s): FAILED → PENDING, due now, attempts reset. Workers pick them up at their next poll."
 	}
 	if n, err := strconv.ParseInt(q.Get("purged"), 10, 64); err == nil && n >= 0 {
 		return "Purged " + strconv.FormatInt(n, 10) + " FAILED message(s): deleted, never to be delivered."
+	}
+	if n, err := strconv.ParseInt(q.Get("cancelled"), 10, 64); err == nil && n >= 0 {
+		return "Cancelled " + strconv.FormatInt(n, 10) + " message(s): PENDING → CANCELLED, never to be delivered; running ones become CANCELLED if their attempt fails."
+	}
+	if n, err := strconv.ParseInt(q.Get("rannow"), 10, 64); err == nil && n >= 0 {
+		return "Made " + strconv.FormatInt(n, 10) + " waiting PENDING message(s) due now, attempts unchanged. Workers pick them up at their next poll."
 	}
 	return ""
 }

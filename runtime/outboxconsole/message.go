@@ -25,6 +25,7 @@ type messageData struct {
 	LastError             string
 	Payload, PayloadNote  string
 	Notice                string
+	Waiting               bool // PENDING and not due yet: Run now applies
 }
 
 func (c *Console) message(w http.ResponseWriter, r *http.Request) {
@@ -44,12 +45,13 @@ func (c *Console) message(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusServiceUnavailable, "Cannot read the message: "+c.errText(err))
 		return
 	}
-	now := c.cfg.now()
 	d := messageData{
 		ID: id, Type: c.clean(rec.EventType), Key: c.clean(rec.IdempotencyKey), ClaimToken: c.clean(rec.ClaimToken),
 		Status: string(rec.Status), Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts,
 		LastError: c.cleanBlock(rec.LastError), Notice: notice(r.URL.Query()),
 	}
+	now := c.cfg.now()
+	d.Waiting = rec.Status == outbox.StatusPending && rec.NextAttemptAt.After(now)
 	d.OrderingKey = c.clean(rec.OrderingKey)
 	for k, v := range rec.Headers {
 		d.Headers = append(d.Headers, header{Key: c.clean(k), Value: c.clean(v)})

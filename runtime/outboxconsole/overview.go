@@ -21,6 +21,8 @@ type typeRow struct {
 	FailedURL                                            string
 	Pending, Due, Processing, Stale, Stuck, Failed, Held int64
 	OldestPending, OldestDue                             string
+	Paused                                               bool
+	Waiting                                              int64 // PENDING, not due yet: what Run now moves
 }
 
 type heldRow struct {
@@ -35,9 +37,11 @@ type heldRow struct {
 // pausedRow is one event type paused with outboxgen pause or outbox.Pause.
 type pausedRow struct {
 	Type, Reason, Since, Ends string
+	Ref                       string // the type's reference, for its Resume button
 }
 
 type overviewData struct {
+	Notice                 string
 	Paused                 []pausedRow
 	Cancelled              int64
 	HeldKeys               int64
@@ -59,7 +63,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	now := c.cfg.now()
-	d := overviewData{Every: formatInterval(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window)}
+	d := overviewData{Every: formatInterval(c.cfg.sampleEvery), MaxDueAge: formatAge(c.cfg.maxDueAge), Window: formatAge(c.cfg.window),
+		Notice: c.controlNotice(r.URL.Query())}
 	samples, errAt, sampleErr := c.samp.snapshot()
 	d.Charts = charts(samples, now, 10*c.cfg.sampleEvery)
 	if len(samples) > 0 {
@@ -83,6 +88,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			d.Err = c.errText(err)
 			status = http.StatusServiceUnavailable
 		}
+		isPaused := make(map[string]bool, len(paused))
+		for _, p := range paused {
+			isPaused[p.EventType] = true
+		}
 		d.Alerts = alerts(snap, c.cfg.maxDueAge, c.cfg.maxHeldAge, c.cfg.window, recent, paused, c.clean)
 		d.HeldKeys, d.OldestHeld = snap.HeldKeys, ageIf(snap.HeldKeys, snap.OldestHeld)
 		d.BrokenKeys, d.Broken = snap.BrokenKeys, brokenRows(snap.Broken, c.clean)
@@ -98,7 +107,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		for t, tc := range snap.ByType {
 			d.Types = append(d.Types, typeRow{Type: c.clean(t), Ref: c.types.seal(t), FailedURL: c.failedURL(t), Pending: tc.Pending, Due: tc.Due, Processing: tc.Processing,
 				Stale: tc.Stale, Stuck: tc.Stuck, Failed: tc.Failed, Held: tc.Held,
-				OldestPending: ageIf(tc.Pending, tc.OldestPending), OldestDue: ageIf(tc.Due, tc.OldestDue)})
+				OldestPending: ageIf(tc.Pending, tc.OldestPending), OldestDue: ageIf(tc.Due, tc.OldestDue),
+				Paused: isPaused[t], Waiting: max(tc.Pending-tc.Due, 0)})
 		}
 		sort.Slice(d.Types, func(i, j int) bool { return d.Types[i].Type < d.Types[j].Type })
 	}
@@ -114,7 +124,8 @@ func (c *Console) pausedRows(ps []outbox.PausedType) []pausedRow {
 		if !p.Until.IsZero() {
 			ends = "in " + formatAge(p.Left)
 		}
-		out[i] = pausedRow{Type: c.clean(p.EventType), Reason: c.clean(p.Reason), Since: p.Since.UTC().Format(time.RFC3339), Ends: ends}
+		out[i] = pausedRow{Type: c.clean(p.EventType), Reason: c.clean(p.Reason), Since: p.Since.UTC().Format(time.RFC3339), Ends: ends,
+			Ref: c.types.seal(p.EventType)}
 	}
 	return out
 }

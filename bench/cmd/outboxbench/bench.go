@@ -250,6 +250,8 @@ func (b *bench) runRound(ctx context.Context, e runEnv) {
 		})
 	}
 
+	b.runRetentionWorkloads(ctx, e)
+
 	for _, sys := range consumers {
 		for _, n := range []int{e.sz.MemSmall, e.sz.MemLarge} {
 			one(keys("mem"), fmt.Sprintf("Memory peak RSS, backlog %d", n), sys, func() (result, error) { return e.runMemory(ctx, sys, n) })

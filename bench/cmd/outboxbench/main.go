@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("OUTBOX_TEST_DSN"), "server-level DSN with CREATE DATABASE rights (bench/run starts a throwaway server when none is given)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each reports the median")
 	fs.BoolVar(&o.smoke, "smoke", false, "tiny sizes, 1 round: checks that everything runs and nothing is lost")
-	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem, ordered (W1 and W2 drains with ordering keys), otel (W1 and W2 with outboxotel wired), backfill (messages in one transaction: L0 multi-row INSERTs, EnqueueMany, one Enqueue each)")
+	only := fs.String("only", strings.Join(workloadNames, ","), "workloads to run: w1 (with L0 tx/s), w2 (with L0 UPDATE rows/s), w3 (consumer in this process), w3x (consumer in a child process), idle, mem, ordered (W1 and W2 drains with ordering keys), otel (W1 and W2 with outboxotel wired), backfill (messages in one transaction: L0 multi-row INSERTs, EnqueueMany, one Enqueue each), retention-load (W2 and W1 while the cleaner deletes a SENT backlog), history (W2 with a long SENT history, and under a held snapshot), steady (a paced producer with short retention, sampled); the last three run only when named")
 	systems := fs.String("systems", "L0,outboxgen,watermill", "systems to run")
 	modes := fs.String("modes", "default,interpolate", "driver settings: default, interpolate (interpolateParams=true)")
 	fs.StringVar(&o.markdown, "out", "", "also write the markdown report to this file")
@@ -75,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	backfillN := fs.Int("backfill-n", 0, "backfill: messages in the one transaction (default 100000)")
 	fs.IntVar(&oursBatch, "ours-batch", 0, "outboxgen worker BatchSize (0: its default, 100)")
 	fs.IntVar(&oursConcurrency, "ours-concurrency", 0, "outboxgen worker Concurrency (0: its default, 16)")
+	applyRet := retentionFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -109,10 +110,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	setI(&o.sz.OrderedKeys, *orderedKeys)
 	setI(&o.sz.SerialN, *serialN)
 	setI(&o.sz.BackfillN, *backfillN)
+	applyRet(&o)
 	o.only = strings.Split(*only, ",")
 	for _, w := range o.only {
-		if !slices.Contains(workloadNames, w) {
-			return o, fmt.Errorf("--only: unknown workload %q (have %v)", w, workloadNames)
+		if !slices.Contains(workloadNames, w) && !slices.Contains(retWorkloadNames, w) {
+			return o, fmt.Errorf("--only: unknown workload %q (have %v, and by name only %v)", w, workloadNames, retWorkloadNames)
 		}
 	}
 	o.systems = strings.Split(*systems, ",")

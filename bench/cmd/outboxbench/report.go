@@ -146,6 +146,7 @@ func (b *bench) report(settings [][2]string, took time.Duration) string {
 		}
 		w("\n")
 		b.targets(&sb, cells, mode.Name)
+		b.retentionReport(&sb, cells, mode.Name)
 	}
 	return sb.String()
 }

@@ -29,6 +29,7 @@ type sizes struct {
 	OrderedKeys  int           // ordered: the keys W1's and the W2 drains' messages spread over
 	SerialN      int           // ordered: the backlog of the drain over 1 key (serial)
 	BackfillN    int           // backfill: the messages of the one transaction
+	Ret          retSizes      // retention-load, history, steady (retention_common.go)
 }
 
 var fullSizes = sizes{

@@ -3,7 +3,8 @@
 # console's end-to-end test in real headless Chromium. Its own go.mod keeps chromedp out of the
 # core module. The browser is Debian's chromium, installed here with apt-get when missing
 # (never a browser that a test tool downloads). Screenshots go to $OUTBOX_E2E_ARTIFACTS
-# (default /tmp/outboxconsole-e2e); `go test -run . -docs` also rewrites docs/console.png.
+# (default /tmp/outboxconsole-e2e); `go test -run . -docs` also rewrites docs/console.png
+# and docs/console-controls.png.
 set -euo pipefail
 cd "$(dirname "$0")"
 

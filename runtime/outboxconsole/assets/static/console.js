@@ -5,7 +5,7 @@
 
   // Pages that change on their own (the overview, a message on its way) carry
   // data-refresh="seconds" on <body>: reload them, but never while the reader is typing,
-  // has ticked a box, or the tab is hidden.
+  // has ticked a box, has opened a pause form, or the tab is hidden.
   var secs = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
   if (secs > 0) {
     setInterval(function () {
@@ -13,6 +13,7 @@
       var a = document.activeElement;
       if (a && /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(a.tagName)) return;
       if (document.querySelector("input[type=checkbox]:checked")) return;
+      if (document.querySelector("details.pause[open]")) return; // a pause form being filled in
       if (window.getSelection && String(window.getSelection()) !== "") return;
       location.reload();
     }, secs * 1000);
