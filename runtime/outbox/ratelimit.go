@@ -27,8 +27,12 @@ type Rate struct {
 // IsZero says r sets no limit.
 func (r Rate) IsZero() bool { return r == Rate{} }
 
-// String writes r as events.yaml does, "50/s" or "3/m", or as N per Per otherwise.
+// String writes r as events.yaml does, "50/s" or "3/m", as N per Per otherwise, and the zero
+// Rate as "none".
 func (r Rate) String() string {
+	if r.IsZero() {
+		return "none"
+	}
 	switch r.Per {
 	case time.Second:
 		return fmt.Sprintf("%d/s", r.N)
