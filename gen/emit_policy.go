@@ -32,6 +32,7 @@ func policyCode(p policy) jen.Code {
 	if p.deleteWhenSent {
 		kv = append(kv, jen.Id("DeleteWhenSent").Op(":").True())
 	}
+	kv = append(kv, limitsCode(p)...)
 	if len(kv) > 1 {
 		// One field per line reads better than a long literal inside a call.
 		for i := range kv {
@@ -63,6 +64,7 @@ func describePolicy(p policy) string {
 	if p.deleteWhenSent {
 		parts = append(parts, "delete_when_sent true")
 	}
+	parts = append(parts, describeLimits(p)...)
 	if len(parts) == 0 {
 		return "the runtime's default policy"
 	}

@@ -48,6 +48,9 @@ type policyDecl struct {
 	backoffInitial *str
 	backoffMax     *str
 	timeout        *str
+	// concurrency and rateLimit are events.yaml's concurrency: and rate_limit:, per event only.
+	concurrency *str
+	rateLimit   *str
 }
 
 type typeDecl struct {
@@ -333,6 +336,10 @@ func (l *loader) policyKey(d *policyDecl, what, key string, k, v *yaml.Node) {
 		d.maxAttempts = l.scalar(v, what+": max_attempts")
 	case "timeout":
 		d.timeout = l.scalar(v, what+": timeout")
+	case "concurrency":
+		d.concurrency = l.scalar(v, what+": concurrency")
+	case "rate_limit":
+		d.rateLimit = l.scalar(v, what+": rate_limit")
 	case "backoff":
 		d.backoff = &str{"", nodePos(k)}
 		if !l.mapping(v, what+": backoff") {
@@ -400,7 +407,7 @@ func (l *loader) eventDecl(k, v *yaml.Node) *eventDecl {
 	if !l.mapping(v, what) {
 		return e
 	}
-	l.keys(v, []string{"description", "fields", "idempotency_key", "ordering_key", "ordering_group", "max_attempts", "backoff", "timeout", "delivery", "delete_when_sent"}, func(key string, k, v *yaml.Node) {
+	l.keys(v, []string{"description", "fields", "idempotency_key", "ordering_key", "ordering_group", "max_attempts", "backoff", "timeout", "delivery", "delete_when_sent", "concurrency", "rate_limit"}, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "description":
 			e.description = l.description(v, what)

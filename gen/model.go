@@ -66,6 +66,9 @@ type policy struct {
 	initial, max, timeout time.Duration
 	// deleteWhenSent is the event's delete_when_sent: true.
 	deleteWhenSent bool
+	// concurrency and rate are the event's limits (limits.go), zero when it sets none.
+	concurrency int
+	rate        rate
 }
 
 type event struct {
@@ -286,6 +289,7 @@ func resolvePolicy(e, d *policyDecl, direct bool) policy {
 	if s := pick(e.timeout, dt); s != nil {
 		p.timeout, _ = parseDuration(s.v)
 	}
+	p.concurrency, p.rate = resolveLimits(e)
 	if direct {
 		return p
 	}

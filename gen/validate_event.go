@@ -42,6 +42,7 @@ func (v *validator) event(e *eventDecl) {
 	}
 	v.policy(&e.policy, what, direct)
 	v.deleteWhenSent(e, what, direct)
+	v.limits(&e.policy, what, direct)
 	methods := payloadMethods[:len(payloadMethods):len(payloadMethods)]
 	if !direct {
 		methods = append(methods, "DecodeOutboxPayload")

@@ -324,16 +324,18 @@ func EnqueueManyPaymentFailed(ctx context.Context, tx outbox.DBTX, es []PaymentF
 }
 
 // RegisterPaymentFailed routes "payment_failed" messages to h with the catalog's
-// max_attempts 12, backoff from 1s up to 1h, timeout 1m (the runtime's default for the
-// rest). A payload that does not decode, lacks a field that is not optional, or holds an
-// enum value outside the catalog fails permanently and never reaches h (see
-// decodePaymentFailed); unknown JSON fields are ignored, so an older catalog reads rows a
-// newer one wrote.
+// max_attempts 12, backoff from 1s up to 1h, timeout 1m, concurrency 4, rate_limit 20/s
+// (the runtime's default for the rest). A payload that does not decode, lacks a field
+// that is not optional, or holds an enum value outside the catalog fails permanently and
+// never reaches h (see decodePaymentFailed); unknown JSON fields are ignored, so an older
+// catalog reads rows a newer one wrote.
 func RegisterPaymentFailed(r *outbox.Router, h PaymentFailedHandler) {
 	r.Handle("payment_failed", outbox.Policy{
 		MaxAttempts: 12,
 		Backoff:     outbox.Backoff{Initial: time.Second, Max: time.Hour},
 		Timeout:     time.Minute,
+		Concurrency: 4,
+		RateLimit:   outbox.Rate{N: 20, Per: time.Second},
 	}, func(ctx context.Context, payload json.RawMessage, d outbox.Delivery) error {
 		e, err := decodePaymentFailed(payload)
 		if err != nil {

@@ -22,12 +22,16 @@ func (w *Worker) claimProbes(ctx context.Context, n int) (used int) {
 	}
 	types := w.probesDue(n, w.pausedSet(ctx))
 	for _, t := range types {
+		if !w.limitProbe(t) {
+			continue // the type's concurrency slots are all busy: the probe waits for one
+		}
 		m, ok, err := w.claimProbe(ctx, t)
 		if err != nil {
 			w.log.LogAttrs(ctx, slog.LevelWarn, "outbox circuit probe not claimed",
 				slog.String("event_type", t), slog.String("error", explain(err).Error()))
 		}
 		if !ok {
+			w.limitProbeUndo(t)
 			w.probeClaimed(t, 0)
 			continue
 		}

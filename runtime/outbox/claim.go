@@ -37,18 +37,23 @@ type claimed struct {
 // their handlers. last is the latest position among the rows claimed. more is claim's.
 func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (got int, last claimPos, more bool, err error) {
 	probes := w.claimProbes(ctx, n) // circuit_probe.go: open circuits' probes take slots first
-	rows, more, err := w.claim(ctx, n-probes, from)
+	rows, last, more, err := w.claimLimited(ctx, n-probes, from)
 	w.release(n - probes - len(rows))
-	if err != nil {
-		return 0, claimPos{}, false, err
-	}
+	// Rows claimed before an error are started all the same: they are PROCESSING already.
 	for _, m := range rows {
 		w.startDispatch(m)
+	}
+	return len(rows), last, more, err
+}
+
+// lastPos is the latest position among rows.
+func lastPos(rows []claimed) (last claimPos) {
+	for _, m := range rows {
 		if p := (claimPos{due: m.due, id: int64(m.id)}); p.after(last) {
 			last = p
 		}
 	}
-	return len(rows), last, more, nil
+	return last
 }
 
 // claim is step 1. One short READ COMMITTED transaction locks up to n due rows of this
@@ -59,10 +64,15 @@ func (w *Worker) claimAndDispatch(ctx context.Context, n int, from claimPos) (go
 // milliseconds. Cancelling mid-COMMIT could leave rows claimed that nobody dispatches until
 // their lease ends. The loop starts no new claim after cancellation.
 func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, more bool, err error) {
+	return w.claimOf(ctx, n, from, w.circuitClosedTypes(w.claimTypes(ctx)), nil)
+}
+
+// claimOf is claim of the given types. gate, when not nil, may lower n inside the claim's
+// transaction and hears how many rows the claim took before it commits.
+func (w *Worker) claimOf(ctx context.Context, n int, from claimPos, types []string, gate claimGate) (_ []claimed, more bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	start := w.clock.Now()
-	types := w.circuitClosedTypes(w.claimTypes(ctx))
 	// The read of the pauses may take a moment, in which a table can turn out to need a newer
 	// outboxgen, so the loop's check is made again.
 	if n <= 0 || len(types) == 0 || w.schemaHeld() { // every type is paused or open, or claims are held
@@ -81,7 +91,15 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 		}
 	}()
 	db := inlineExec{tx}
-	rows, more, err := w.lockDue(ctx, db, n, from, types)
+	if gate != nil {
+		if n, err = gate.admit(ctx, db, n); err != nil {
+			return nil, false, err
+		}
+	}
+	var rows []store.MessageClaimLockIDsRow
+	if n > 0 {
+		rows, more, err = w.lockDue(ctx, db, n, from, types)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -110,6 +128,11 @@ func (w *Worker) claim(ctx context.Context, n int, from claimPos) (_ []claimed, 
 	if marked != int64(len(rows)) {
 		// The rows are locked by this transaction, so this cannot happen short of a bug.
 		return nil, false, fmt.Errorf("claim mark: %d of %d locked rows changed", marked, len(rows))
+	}
+	if gate != nil {
+		if err := gate.took(ctx, db, len(rows)); err != nil {
+			return nil, false, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, false, fmt.Errorf("commit claim: %w", err)

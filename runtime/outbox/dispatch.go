@@ -38,6 +38,7 @@ func (w *Worker) runDispatch(m claimed) {
 		delete(w.inflight, m.id)
 		if w.gen == gen {
 			w.free++
+			w.limitDoneLocked(m.eventType)
 			if ran {
 				took := float64(since(w.clock, res.started))
 				if w.avgTook == 0 {

@@ -93,6 +93,7 @@ func (h *handoffTx) enqueue(ctx context.Context, tx *sql.Tx, m Message, hdr stri
 	})
 	if err != nil {
 		w.unreserveHandoff(gen)
+		w.limitUnhandoff(gen, m.EventType)
 		return 0, true, err
 	}
 	h.mu.Lock()
@@ -141,6 +142,9 @@ func (w *Worker) reserveHandoff(eventType string) (gen int, token string, ok boo
 	// claim, the cost the hand-off exists to avoid. If the claim fills them, the handed-off
 	// message waits for a slot like a prefetched row. At most Concurrency of them wait.
 	if !w.accepting || w.schemaHeld() || w.free+w.claiming <= 0 || w.sink.len() >= w.sinkCap {
+		return 0, "", false
+	}
+	if !w.limitHandoffLocked(eventType) { // left PENDING, for a claim that honours the limits
 		return 0, "", false
 	}
 	w.free--
@@ -210,6 +214,7 @@ func (h *handoffTx) abandoned(ctx context.Context, db *sql.DB, maybeCommitted bo
 	h.mu.Unlock()
 	for _, r := range rows {
 		r.w.unreserveHandoff(r.gen)
+		r.w.limitUnhandoff(r.gen, r.m.eventType)
 		if maybeCommitted {
 			giveBackHandoff(ctx, db, r, "InTx could not tell whether its transaction committed")
 		}

@@ -86,6 +86,7 @@ func validatePolicy(eventType string, given, p Policy) error {
 	if p.Timeout <= 0 {
 		bad = append(bad, fmt.Sprintf("Timeout %s is not positive", p.Timeout))
 	}
+	bad = append(bad, limitProblems(p)...)
 	if len(bad) > 0 {
 		return fmt.Errorf("event %q: policy: %s", eventType, strings.Join(bad, "; "))
 	}

@@ -91,6 +91,14 @@ type Policy struct {
 	// nothing once a message is delivered. Observers and Drain count it as sent. events.yaml
 	// sets it with delete_when_sent: true. Defaults to false.
 	DeleteWhenSent bool
+	// Concurrency, when positive, is the most handlers of this event type that one worker runs
+	// at once. A claim takes no more rows of the type than it has slots free, and other types
+	// keep flowing while the type is at its limit. Zero means no limit of its own.
+	Concurrency int
+	// RateLimit, when set, bounds how often the type's messages are claimed across every
+	// worker on the table, through a token bucket in the database. The zero Rate means no
+	// limit.
+	RateLimit Rate
 }
 
 // Built-in policy defaults, used when neither the catalog nor the caller sets a value.

@@ -65,6 +65,8 @@ type Worker struct {
 	circuits circuits
 	// lagClock is the database clock's offset, for a LagObserver (circuit_lag.go).
 	lagClock lagClock
+	// limits holds the concurrency and rate limits' bookkeeping, under mu.
+	limits limitState
 
 	// Test seams.
 	testSignals      workerTestSignals
@@ -142,6 +144,9 @@ func NewWorkerContext(ctx context.Context, db *sql.DB, r *Router, cfg Config) (*
 	if _, err := q.PauseProbe(ctx, db); err != nil {
 		return nil, fmt.Errorf("outbox: NewWorker: %w", explain(err))
 	}
+	if err := probeRateLimits(ctx, db, r); err != nil {
+		return nil, fmt.Errorf("outbox: NewWorker: %w", err)
+	}
 	w := &Worker{
 		db: db, router: r, cfg: cfg, types: types, log: cfg.Logger, logIncidents: logIncidents,
 		wake:     make(chan struct{}, 1),
@@ -218,6 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.accepting = true
 	w.stop = ctx.Done()
 	w.unstarted = map[dispatchRef]claimed{}
+	w.resetLimitsLocked()
 	w.mu.Unlock()
 
 	flushDone := make(chan struct{})

@@ -77,6 +77,8 @@ func run() int {
 		memEvery    = flag.Duration("mem", time.Second, "memory sample interval in the ledger")
 		maxConns    = flag.Int("maxconns", 0, "SetMaxOpenConns (0 = unlimited)")
 		ordered     = flag.Bool("ordered", false, "also handle the ordered event types (OrderedTypes)")
+		rateLimit   = flag.String("rate-limit", "", `Policy.RateLimit as events.yaml writes it, "50/s" or "3/m" ("" = none)`)
+		typeConc    = flag.Int("type-concurrency", 0, "Policy.Concurrency (0 = none)")
 		produceRate = flag.Int("produce-rate", 0, "enqueue this many rel.msg messages per second through outbox.InTx on the worker's *sql.DB (0 = none)")
 		producers   = flag.Int("producers", 2, "with -produce-rate: goroutines that share the rate")
 		prefix      = flag.String("produce-prefix", "", `with -produce-rate: idempotency key prefix (default: the -proc name and "/")`)
@@ -115,8 +117,13 @@ func run() int {
 	db.SetMaxOpenConns(*maxConns)
 
 	pol := outbox.Policy{
-		Backoff: outbox.Backoff{Initial: *backoff, Max: 4 * *backoff},
-		Timeout: *timeout,
+		Backoff:     outbox.Backoff{Initial: *backoff, Max: 4 * *backoff},
+		Timeout:     *timeout,
+		Concurrency: *typeConc,
+	}
+	if pol.RateLimit, err = parseRate(*rateLimit); err != nil {
+		fmt.Fprintln(os.Stderr, "relworker: -rate-limit:", err)
+		return 2
 	}
 	reporter := incident.Func(func(ctx context.Context, in incident.Incident) {
 		e := ""

@@ -120,7 +120,7 @@ type OutboxPause struct {
 
 // outboxgen schema 6 min 4
 type OutboxRateLimit struct {
-	EventType  []byte
+	EventType  string
 	Tokens     float64
 	RefilledAt time.Time
 }
