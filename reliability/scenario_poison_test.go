@@ -76,7 +76,10 @@ func TestPoison(t *testing.T) {
 		}
 		must(batch)
 	}
-	e.settle(60 * time.Second)
+	// The poison messages fail as a burst with no success between, so the type's circuit opens,
+	// as it would in an outage. Its probes, one at a time and up to 10s apart, then take the
+	// rest of their attempts: settling takes minutes, not seconds.
+	e.settle(4 * time.Minute)
 	e.requireAlive(w)
 
 	// No head-of-line blocking: the last good message was SENT before the first hanging
