@@ -40,9 +40,10 @@ func (w *Worker) dropExpiredKeys(ctx context.Context, conn *sql.Conn, r Retentio
 // writeTimeout: cancelled mid-statement, the driver would close the connection, and the
 // server would release the cleaning lock only once it noticed.
 func (w *Worker) retainBatches(ctx context.Context, conn *sql.Conn, del func(ctx context.Context, tx *sql.Tx, limit int32) (int64, error)) (int64, error) {
-	size := retentionBatchStart
+	pace := newBatchPacer()
 	var total int64
 	for ctx.Err() == nil {
+		size := pace.size
 		began := time.Now()
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		n, err := inReadCommitted(bctx, conn, func(tx *sql.Tx) (int64, error) { return del(bctx, tx, int32(size)) })
@@ -54,19 +55,8 @@ func (w *Worker) retainBatches(ctx context.Context, conn *sql.Conn, del func(ctx
 		if n < int64(size) {
 			return total, nil
 		}
-		took := time.Since(began)
-		switch {
-		case took < retentionFast:
-			size = min(2*size, retentionBatchMax)
-		case took > retentionSlow:
-			size = max(size/2, retentionBatchMin)
-		}
-		pause := time.NewTimer(min(max(took, retentionPauseMin), retentionPauseMax))
-		select {
-		case <-ctx.Done():
-			pause.Stop()
+		if !pace.done(ctx, time.Since(began)) {
 			return total, nil
-		case <-pause.C:
 		}
 	}
 	return total, nil

@@ -18,25 +18,9 @@ import (
 	"github.com/outboxgen/outboxgen/runtime/internal/store"
 )
 
-const (
-	// maxRetentionInterval bounds the time between two cleaning passes of a worker (the pass
-	// runs every ReclaimInterval when that is shorter).
-	maxRetentionInterval = time.Minute
-	// A pass deletes in batches that start at retentionBatchStart rows. A batch that took less
-	// than retentionFast doubles the next, up to retentionBatchMax; one that took more than
-	// retentionSlow halves it, down to retentionBatchMin. A slow batch means the table is busy
-	// (locks, I/O, a long undo history): smaller batches then hold fewer row locks for less time.
-	retentionBatchStart = 1000
-	retentionBatchMin   = 100
-	retentionBatchMax   = 10000
-	retentionFast       = 100 * time.Millisecond
-	retentionSlow       = 500 * time.Millisecond
-	// Between two batches the cleaner pauses as long as the last one took, within these bounds,
-	// so that it takes at most about half of the time of one connection and the drain's claims
-	// and result writes get the rest.
-	retentionPauseMin = 10 * time.Millisecond
-	retentionPauseMax = time.Second
-)
+// maxRetentionInterval bounds the time between two cleaning passes of a worker (the pass runs
+// every ReclaimInterval when that is shorter).
+const maxRetentionInterval = time.Minute
 
 // retentionPass is what one cleaning pass did (the test signal's value).
 type retentionPass struct {
@@ -140,9 +124,10 @@ func (w *Worker) retainOnce(ctx context.Context, r Retention) (p retentionPass, 
 // left, pausing between batches, and returns how many it deleted.
 func (w *Worker) retainStatus(ctx context.Context, conn *sql.Conn, st Status, olderThan time.Duration) (int64, error) {
 	olderUs := olderThan.Microseconds()
-	size := retentionBatchStart
+	pace := newBatchPacer()
 	var total int64
 	for {
+		size := pace.size
 		began := time.Now()
 		var ids []int64
 		var err error
@@ -166,19 +151,8 @@ func (w *Worker) retainStatus(ctx context.Context, conn *sql.Conn, st Status, ol
 		if len(ids) < size || n == 0 {
 			return total, nil
 		}
-		took := time.Since(began)
-		switch {
-		case took < retentionFast:
-			size = min(2*size, retentionBatchMax)
-		case took > retentionSlow:
-			size = max(size/2, retentionBatchMin)
-		}
-		pause := time.NewTimer(min(max(took, retentionPauseMin), retentionPauseMax))
-		select {
-		case <-ctx.Done():
-			pause.Stop()
+		if !pace.done(ctx, time.Since(began)) {
 			return total, nil
-		case <-pause.C:
 		}
 	}
 }
