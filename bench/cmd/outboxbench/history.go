@@ -53,6 +53,7 @@ func (e runEnv) runHistory(ctx context.Context, rec recordFunc) {
 		}
 		rec(label+", claim p50", result{Unit: "ms", Value: dr.p50}, nil, 0)
 		rec(label+", claim p99", result{Unit: "ms", Value: dr.p99, Note: fmt.Sprintf("%d claims that found rows", dr.claims)}, nil, 0)
+		rec(label+", pages read from disk", result{Unit: "pages", Value: float64(dr.reads), Note: "Innodb_buffer_pool_reads over the drain, server-wide"}, nil, 0)
 	}
 	t := time.Now()
 	var dr drainResult
@@ -76,9 +77,12 @@ func (e runEnv) runHistory(ctx context.Context, rec recordFunc) {
 		}
 		fill := time.Since(t)
 		logf("  history: filled %d SENT rows in %.1fs (%.0f rows/s)", e.sz.Ret.HistoryRows, fill.Seconds(), float64(e.sz.Ret.HistoryRows)/fill.Seconds())
+		size := historySize(ctx, db)
+		settled := settleServer(ctx, db, 10*time.Minute)
+		logf("  history: %s", settled)
 		t = time.Now()
 		dr, err := e.drainFrom(ctx, dbName, db, e.sz.DrainN, keep, nil)
-		record(histKept, dr, err, time.Since(t), fmt.Sprintf("the %d SENT rows took %.1fs to write (multi-row INSERT, then INSERT ... SELECT doubling)", e.sz.Ret.HistoryRows, fill.Seconds()))
+		record(histKept, dr, err, time.Since(t), fmt.Sprintf("the %d SENT rows took %.1fs to write (multi-row INSERT, then INSERT ... SELECT doubling); then the server %s; %s", e.sz.Ret.HistoryRows, fill.Seconds(), settled, size))
 		if err != nil {
 			failed = true
 			return nil
@@ -215,4 +219,19 @@ func historyLength(ctx context.Context, db *sql.DB) string {
 		return "unknown"
 	}
 	return m[1]
+}
+
+// historySize is the table's data and index size as information_schema.TABLES has it after
+// ANALYZE TABLE (sampled pages, no count of the rows).
+func historySize(ctx context.Context, db *sql.DB) string {
+	if _, err := db.ExecContext(ctx, "ANALYZE TABLE outbox_messages"); err != nil {
+		return "size unknown: " + err.Error()
+	}
+	var data, index int64
+	err := db.QueryRowContext(ctx, `SELECT data_length, index_length FROM information_schema.TABLES
+		WHERE table_schema = DATABASE() AND table_name = 'outbox_messages'`).Scan(&data, &index)
+	if err != nil {
+		return "size unknown: " + err.Error()
+	}
+	return fmt.Sprintf("the table holds %d MiB of data and %d MiB of indexes", data>>20, index>>20)
 }

@@ -171,6 +171,7 @@ type drainResult struct {
 	claims   int
 	loss     int64
 	dup      int64
+	reads    int64 // Innodb_buffer_pool_reads over the drain (server-wide); -1 when unknown
 }
 
 // drainFrom preloads n messages (through outbox.Enqueue, as W2 does) after the rows already in
@@ -197,6 +198,7 @@ func (e runEnv) drainFrom(ctx context.Context, dbName string, db *sql.DB, n int,
 	if around != nil {
 		after = around()
 	}
+	reads0, rerr := globalStatus(ctx, db, "Innodb_buffer_pool_reads")
 	start := time.Now()
 	stop, err := retWorker(ctx, pool, cfg, obs, tr.deliverPayload)
 	if err != nil {
@@ -208,6 +210,10 @@ func (e runEnv) drainFrom(ctx context.Context, dbName string, db *sql.DB, n int,
 	}
 	if err := stop(); err != nil {
 		return dr, errors.Join(drainErr, fmt.Errorf("stop worker: %w", err))
+	}
+	dr.reads = -1
+	if reads1, err := globalStatus(ctx, db, "Innodb_buffer_pool_reads"); err == nil && rerr == nil {
+		dr.reads = reads1 - reads0
 	}
 	dr.loss, dr.dup = tr.losses(), tr.dups()
 	dr.rate = float64(tr.distinct.Load()) / (float64(tr.lastAt()-start.UnixNano()) / 1e9)
