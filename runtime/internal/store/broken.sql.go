@@ -206,7 +206,7 @@ func (q *Queries) OrderingBrokenHeads(ctx context.Context, db DBTX, limit int32)
 
 const orderingUnqueued = `-- name: OrderingUnqueued :many
 SELECT m.id, m.ordering_key, m.ordering_seq, m.event_type
-FROM outbox_messages m
+FROM outbox_messages m FORCE INDEX (outbox_messages_claim)
 WHERE m.status = 'PENDING'
   AND m.ordering_key IS NOT NULL
   AND TIMESTAMPDIFF(MICROSECOND, m.created_at, TIMESTAMPADD(MICROSECOND, MICROSECOND(NOW(6)), UTC_TIMESTAMP())) >= CAST(? AS SIGNED)
@@ -231,7 +231,10 @@ type OrderingUnqueuedRow struct {
 // Ordered PENDING messages without a queue entry at their own key and seq. They are never
 // claimed, since the claim takes an ordered message only as its key's head. It lists only those
 // enqueued at least min_age_us ago, and 0 lists all. It walks the PENDING rows, as Stats's count
-// does, with a primary-key lookup in the queue for each ordered one.
+// does, with a primary-key lookup in the queue for each ordered one. The index is forced: for
+// ORDER BY id with a LIMIT every server here prefers the primary key, read in id order until
+// the LIMIT is met. With no unqueued row that reads the whole table, SENT history included,
+// at every maintenance pass (BENCHMARKS.md, history).
 func (q *Queries) OrderingUnqueued(ctx context.Context, db DBTX, arg OrderingUnqueuedParams) ([]OrderingUnqueuedRow, error) {
 	rows, err := db.QueryContext(ctx, orderingUnqueued, arg.MinAgeUs, arg.Limit)
 	if err != nil {
