@@ -333,6 +333,9 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			return // ctx done
 		}
 		if ctx.Err() != nil { // cancelled while waiting for slots, so claim nothing more
+			w.mu.Lock()
+			w.claiming = 0
+			w.mu.Unlock()
 			w.release(n)
 			return
 		}
@@ -345,9 +348,6 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		lastClaim = w.clock.Now()
 		w.claims.Add(1)
-		w.mu.Lock()
-		w.claiming = n
-		w.mu.Unlock()
 		got, last, more, err := w.claimAndDispatch(ctx, n, from)
 		w.mu.Lock()
 		w.claiming = 0
@@ -390,7 +390,11 @@ func (w *Worker) reserve(ctx context.Context, backlog bool) int {
 			concurrency: w.cfg.Concurrency, sinkRoom: w.sinkCap - w.sink.len(),
 		}, backlog, gathered)
 		if take {
+			// The hand-off counts the claim's slots as free from here, under the same lock.
+			// Set later, a hand-off in between would find no slot free and leave its message
+			// PENDING for a claim.
 			w.free -= n
+			w.claiming = n
 			w.mu.Unlock()
 			return n
 		}
