@@ -33,18 +33,54 @@ func TestKillConnections(t *testing.T) {
 	if soak {
 		dur = 2 * time.Minute
 	}
-	kctx, kstop := context.WithTimeout(context.Background(), dur)
+	// The kills go on past dur until each statement aimed at was killed at least once, up to
+	// three times dur. Which statements are in flight when the killer looks is chance: a run
+	// whose claims were killed again and again backs off its claims and writes no result for a
+	// while, and a fixed window can end before a result write was caught.
+	kctx, kstop := context.WithTimeout(context.Background(), 3*dur)
 	defer kstop()
 	var hits sync.Map // category -> *atomic.Int64
 	hit := func(cat string) {
 		v, _ := hits.LoadOrStore(cat, new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
 	}
+	killed := func(cat string) int64 {
+		var n int64
+		for _, k := range []string{cat, cat + "(query)"} {
+			if v, ok := hits.Load(k); ok {
+				n += v.(*atomic.Int64).Load()
+			}
+		}
+		return n
+	}
+	aimedAt := []string{"claim", "record", "reclaim"}
+	began := time.Now()
 	var kwg sync.WaitGroup
-	kwg.Add(2)
+	kwg.Add(3)
 	go func() { defer kwg.Done(); e.killer(kctx, hit) }()
 	go func() { defer kwg.Done(); e.blocker(kctx) }()
+	go func() {
+		defer kwg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-tick.C:
+			}
+			reached := time.Since(began) >= dur
+			for _, cat := range aimedAt {
+				reached = reached && killed(cat) > 0
+			}
+			if reached {
+				kstop()
+				return
+			}
+		}
+	}()
 	kwg.Wait()
+	t.Logf("kills went on for %.1fs", time.Since(began).Seconds())
 	stop()
 	wg.Wait()
 	e.requireAlive(ws...)
@@ -63,7 +99,7 @@ func TestKillConnections(t *testing.T) {
 	otherMu.Lock()
 	t.Logf("sample of unnamed statements killed: %q", otherSample)
 	otherMu.Unlock()
-	for _, cat := range []string{"claim", "record", "reclaim"} {
+	for _, cat := range aimedAt {
 		if counts[cat]+counts[cat+"(query)"] == 0 {
 			t.Errorf("no %s statement was killed: the scenario did not reach it (kills %v)", cat, counts)
 		}
