@@ -227,9 +227,7 @@ func historySize(ctx context.Context, db *sql.DB) string {
 	if _, err := db.ExecContext(ctx, "ANALYZE TABLE outbox_messages"); err != nil {
 		return "size unknown: " + err.Error()
 	}
-	var data, index int64
-	err := db.QueryRowContext(ctx, `SELECT data_length, index_length FROM information_schema.TABLES
-		WHERE table_schema = DATABASE() AND table_name = 'outbox_messages'`).Scan(&data, &index)
+	data, index, err := tableBytes(ctx, db)
 	if err != nil {
 		return "size unknown: " + err.Error()
 	}

@@ -204,10 +204,16 @@ func tableSize(ctx context.Context, db *sql.DB) (int64, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	var data, index int64
+	data, index, err := tableBytes(ctx, db)
+	return n, float64(data+index) / (1 << 20), err
+}
+
+// tableBytes is outbox_messages' data and index size as information_schema.TABLES has it, as
+// of the last ANALYZE TABLE.
+func tableBytes(ctx context.Context, db *sql.DB) (data, index int64, err error) {
 	err = db.QueryRowContext(ctx, `SELECT data_length, index_length FROM information_schema.TABLES
 		WHERE table_schema = DATABASE() AND table_name = 'outbox_messages'`).Scan(&data, &index)
-	return n, float64(data+index) / (1 << 20), err
+	return data, index, err
 }
 
 // steadyWindow is the span of "first minute" and "last minute": a minute, or a third of a
